@@ -1,0 +1,58 @@
+# HyperFrame developer entry points. The two commands the README promises:
+#   make demo   - set everything up and run the local demo job (CPU, gloo)
+#   make test   - set everything up and run lint, type checks and all tests (CI runs this)
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test lint typecheck unit cluster-build cluster-up cluster-down bench generate images clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements-dev.txt operator/pyproject.toml runtime/pyproject.toml cluster/pyproject.toml
+	@echo ">> setting up $(VENV) (first run downloads torch from PyPI; later runs use the pip cache)"
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -e operator -e runtime -e cluster
+	touch $(STAMP)
+
+demo: venv
+	$(VENV)/bin/hyperframe local examples/cpu-tiny.yaml
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(PY) -m pytest tests/unit -q
+
+cluster-build:
+	bash cluster/build.sh
+
+cluster-up: venv cluster-build
+	$(PY) -m hyperframe_devcluster up
+
+cluster-down: venv
+	$(PY) -m hyperframe_devcluster down
+
+test: venv cluster-build lint typecheck
+	$(PY) -m pytest -q
+
+bench: venv
+	$(PY) -m bench
+
+# Regenerates every generated file from its single source (each area adds its line).
+generate: venv
+
+images:
+	bash images/build.sh
+
+clean:
+	rm -rf $(VENV) .cluster

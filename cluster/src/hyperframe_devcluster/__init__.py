@@ -1,0 +1,1 @@
+"""A real local Kubernetes control plane for tests, CI and the demo."""

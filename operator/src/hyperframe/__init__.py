@@ -1,0 +1,1 @@
+"""HyperFrame: API, renderer, CLI and operator (no torch)."""

@@ -1,0 +1,111 @@
+"""Names and numbers shared by the API, the renderer, the operator and the runtime.
+
+This module is the single source for them: the runtime (smoke gate, launcher) imports it
+too, so the operator and the pods can never disagree on a label, a path or an exit code.
+It must stay import-light (no kopf, no kubernetes, no torch).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+__all__ = [
+    "GROUP",
+    "VERSION",
+    "API_VERSION",
+    "JOB_KIND",
+    "JOB_PLURAL",
+    "RUNTIME_KIND",
+    "RUNTIME_PLURAL",
+    "LABEL_JOB",
+    "LABEL_RANK",
+    "LABEL_ROLE",
+    "LABEL_GENERATION",
+    "LABEL_MANAGED_BY",
+    "MANAGED_BY",
+    "ANNOTATION_RESTART_COUNT",
+    "SmokeExit",
+    "TERMINATION_MESSAGE_PATH",
+    "TERMINATION_MESSAGE_MAX_BYTES",
+    "CONFIG_MOUNT_PATH",
+    "CONFIG_FILE_NAME",
+    "RESERVED_ENV",
+    "ENV_STATUS_URL",
+    "ENV_STATUS_TOKEN_FILE",
+    "INIT_CONTAINER_NAME",
+    "MAIN_CONTAINER_NAME",
+]
+
+GROUP: Final = "hyperframe.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+JOB_KIND: Final = "HyperFrameJob"
+JOB_PLURAL: Final = "hyperframejobs"
+RUNTIME_KIND: Final = "HyperFrameRuntime"
+RUNTIME_PLURAL: Final = "hyperframeruntimes"
+
+# Labels on every object the operator renders.
+LABEL_JOB: Final = "hyperframe.dev/job-name"
+LABEL_RANK: Final = "hyperframe.dev/node-rank"
+LABEL_ROLE: Final = "hyperframe.dev/role"  # "master" for node rank 0, "worker" otherwise
+# Which gang incarnation a pod belongs to; bumped on every gang restart so that pods of an
+# old incarnation can never be mistaken for the current one.
+LABEL_GENERATION: Final = "hyperframe.dev/gang-generation"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "hyperframe-operator"
+ANNOTATION_RESTART_COUNT: Final = "hyperframe.dev/restart-count"
+
+INIT_CONTAINER_NAME: Final = "smoke-gate"
+MAIN_CONTAINER_NAME: Final = "trainer"
+
+
+class SmokeExit(IntEnum):
+    """Exit codes of the smoke gate, as in NVSentinel preflight, plus a timeout code.
+
+    The operator classifies init-container terminations with these; the gate exits with them.
+    """
+
+    PASS = 0
+    """Every check passed."""
+    FAIL = 1
+    """A check failed (bad device, low bus bandwidth): the node is excluded and the gang restarts."""
+    CONFIG = 2
+    """The job or environment is misconfigured: retrying cannot help, the job fails at once."""
+    TIMEOUT = 3
+    """A step (rendezvous, collective) did not finish in time; the missing ranks are named."""
+
+
+TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"
+# The kubelet truncates termination messages to 4096 bytes.
+TERMINATION_MESSAGE_MAX_BYTES: Final = 4096
+
+# The resolved job config (ConfigMap) is mounted here in every pod.
+CONFIG_MOUNT_PATH: Final = "/etc/hyperframe"
+CONFIG_FILE_NAME: Final = "job.json"
+
+# Progress reporting from the runtime to the operator's status endpoint.
+ENV_STATUS_URL: Final = "HYPERFRAME_STATUS_URL"
+ENV_STATUS_TOKEN_FILE: Final = "HYPERFRAME_STATUS_TOKEN_FILE"
+
+# Environment names the renderer owns; a job that sets one of them is rejected.
+RESERVED_ENV: Final = frozenset(
+    {
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
+        "LOCAL_RANK",
+        "NODE_RANK",
+        "NPROC_PER_NODE",
+        "PET_MASTER_ADDR",
+        "PET_MASTER_PORT",
+        "PET_NNODES",
+        "PET_NODE_RANK",
+        "PET_NPROC_PER_NODE",
+        "HYPERFRAME_JOB_NAME",
+        "HYPERFRAME_CONFIG",
+        ENV_STATUS_URL,
+        ENV_STATUS_TOKEN_FILE,
+    }
+)

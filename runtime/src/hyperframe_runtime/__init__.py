@@ -1,0 +1,1 @@
+"""HyperFrame runtime: smoke gate, launcher, local mode and the pipeline scheduler."""
