@@ -1,0 +1,239 @@
+"""The training configuration of one HyperFrame run: the single input of ``hyperframe-train``.
+
+Every rank reads the same JSON file (``hyperframe-train --config PATH``). The launcher maps the
+operator's resolved job config onto this class; local mode and tests build it directly. The class is
+self-contained on purpose (no import of the operator's API models) so that the runtime can be used
+without the operator, and it validates itself on construction: a bad value raises ``ValueError``
+naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, cast, get_args
+
+__all__ = [
+    "POLICIES",
+    "Policy",
+    "TrainConfig",
+    "default_stages_per_rank",
+]
+
+Policy = Literal["hyperframe", "gpipe", "1f1b", "interleaved1f1b", "zbv"]
+POLICIES: Final[tuple[str, ...]] = get_args(Policy)
+
+Device = Literal["cpu", "cuda"]
+Backend = Literal["", "gloo", "nccl"]
+
+# Policies whose orders need exactly this many stages per rank.
+_FIXED_STAGES_PER_RANK: Final[dict[str, int]] = {"gpipe": 1, "1f1b": 1, "zbv": 2}
+
+
+def default_stages_per_rank(policy: str) -> int:
+    """Stages each rank holds when ``stages_per_rank`` is 0 (auto) for ``policy``."""
+    if policy in _FIXED_STAGES_PER_RANK:
+        return _FIXED_STAGES_PER_RANK[policy]
+    return 2  # interleaved1f1b (looped) and hyperframe (V-shape) default to two stages per rank.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrainConfig:
+    """One training run. Field names are the JSON keys (snake_case)."""
+
+    # ---- model (the built-in GPT; ignored where a user model defines its own) -------------------
+    model: str = "gpt"
+    """``"gpt"`` for the built-in GPT on synthetic tokens, or ``"package.module:function"`` naming a
+    user factory ``function(config) -> hyperframe_runtime.models.ModelSpec`` (see docs/runtime.md)."""
+    vocab_size: int = 256
+    """Token vocabulary of the built-in GPT and of its synthetic data."""
+    seq_len: int = 32
+    """Tokens per sample."""
+    d_model: int = 64
+    """Hidden width of the built-in GPT; a multiple of ``n_heads``."""
+    n_heads: int = 4
+    """Attention heads per block."""
+    n_layers: int = 4
+    """Transformer blocks; split evenly over the pipeline stages, so a multiple of the stage count."""
+
+    # ---- parallel layout ----------------------------------------------------------------------------
+    pipeline: int = 1
+    """Pipeline-parallel degree (ranks per pipeline)."""
+    data: int = 1
+    """Data-parallel degree (pipeline replicas). ``pipeline * data`` must equal WORLD_SIZE."""
+    policy: Policy = "hyperframe"
+    """Schedule policy: ``hyperframe`` (cost-model planner), or torch's ``gpipe``, ``1f1b``,
+    ``interleaved1f1b`` or ``zbv`` orders, all run by the same executor."""
+    stages_per_rank: int = 0
+    """Model stages per rank; 0 = the policy's default (1 for gpipe/1f1b, 2 otherwise). ``zbv``
+    needs 2 (V-shape); ``hyperframe`` with 2 uses the V-shape placement."""
+
+    # ---- frames -------------------------------------------------------------------------------------
+    microbatches_per_frame: int = 8
+    """Micro-batches per frame; one frame is one optimizer step."""
+    micro_batch_size: int = 2
+    """Samples per micro-batch (per data-parallel replica)."""
+    frames: int = 10
+    """Frames (optimizer steps) to run in total, counting those done before a resume."""
+    replan_every: int = 0
+    """Re-plan the hyperframe order from measured costs every this many frames; 0 = never."""
+    memory_limit: int = 0
+    """Maximum in-flight activations per stage for the planner; 0 = no limit."""
+    planner_time_budget_s: float = 0.2
+    """Seconds the planner may spend improving an order."""
+
+    # ---- checkpoints and observability ------------------------------------------------------------
+    checkpoint_dir: str = ""
+    """Directory for ``torch.distributed.checkpoint`` snapshots; "" = no checkpoints. A run resumes
+    from the newest complete snapshot found there."""
+    checkpoint_every: int = 0
+    """Save a snapshot every this many frames (and after the last); 0 = only after the last frame."""
+    trace_dir: str = ""
+    """Directory for the Chrome/Perfetto trace, per-frame metrics and plan/actual Gantt SVGs;
+    "" = none."""
+
+    # ---- optimisation and runtime -----------------------------------------------------------------
+    seed: int = 0
+    """Seed for weights and synthetic data; every rank derives the same model and batches."""
+    lr: float = 1e-3
+    """AdamW learning rate."""
+    device: Device = "cpu"
+    """``cpu`` (fp32) or ``cuda`` (bf16 autocast, LayerNorm and loss in fp32)."""
+    backend: Backend = ""
+    """torch.distributed backend; "" = ``nccl`` on cuda, ``gloo`` on cpu."""
+
+    def __post_init__(self) -> None:
+        _check_positive(self, "vocab_size", "seq_len", "d_model", "n_heads", "n_layers")
+        _check_positive(self, "pipeline", "data", "microbatches_per_frame", "micro_batch_size", "frames")
+        _check_non_negative(self, "stages_per_rank", "replan_every", "memory_limit", "checkpoint_every")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy: {self.policy!r} is not one of {', '.join(POLICIES)}")
+        if self.device not in get_args(Device):
+            raise ValueError(f"device: {self.device!r} must be 'cpu' or 'cuda'")
+        if self.backend not in get_args(Backend):
+            raise ValueError(f"backend: {self.backend!r} must be 'gloo', 'nccl' or '' (auto)")
+        if self.device == "cpu" and self.backend == "nccl":
+            raise ValueError("backend: 'nccl' needs device 'cuda'; use 'gloo' (or '') with device 'cpu'")
+        if self.model != "gpt" and ":" not in self.model:
+            raise ValueError(f"model: {self.model!r} must be 'gpt' or 'package.module:function'")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model: {self.d_model} is not a multiple of n_heads ({self.n_heads}); "
+                "pick d_model divisible by n_heads"
+            )
+        if not self.lr > 0:
+            raise ValueError(f"lr: {self.lr} must be > 0")
+        if self.planner_time_budget_s < 0:
+            raise ValueError(f"planner_time_budget_s: {self.planner_time_budget_s} must be >= 0")
+        fixed = _FIXED_STAGES_PER_RANK.get(self.policy)
+        if self.stages_per_rank and fixed is not None and self.stages_per_rank != fixed:
+            raise ValueError(
+                f"stages_per_rank: policy {self.policy!r} needs {fixed} stage(s) per rank, "
+                f"got {self.stages_per_rank}; set it to {fixed} or 0 (auto)"
+            )
+        if self.policy == "interleaved1f1b":
+            if self.effective_stages_per_rank < 2:
+                raise ValueError("stages_per_rank: interleaved1f1b needs at least 2 stages per rank")
+            if self.microbatches_per_frame % self.pipeline:
+                raise ValueError(
+                    f"microbatches_per_frame: interleaved1f1b needs a multiple of pipeline "
+                    f"({self.pipeline}), got {self.microbatches_per_frame}"
+                )
+        if self.model == "gpt" and self.n_layers % self.num_stages:
+            raise ValueError(
+                f"n_layers: {self.n_layers} blocks cannot be split evenly over pipeline ({self.pipeline}) "
+                f"x stages_per_rank ({self.effective_stages_per_rank}) = {self.num_stages} stages; "
+                f"use a multiple of {self.num_stages}"
+            )
+
+    # ---- derived ------------------------------------------------------------------------------------
+    @property
+    def effective_stages_per_rank(self) -> int:
+        """``stages_per_rank`` with 0 resolved to the policy default."""
+        return self.stages_per_rank or default_stages_per_rank(self.policy)
+
+    @property
+    def num_stages(self) -> int:
+        """Model stages in one pipeline."""
+        return self.pipeline * self.effective_stages_per_rank
+
+    @property
+    def world_size(self) -> int:
+        """Ranks this config needs: ``pipeline * data``."""
+        return self.pipeline * self.data
+
+    @property
+    def samples_per_frame(self) -> int:
+        """Samples consumed per frame over all data-parallel replicas."""
+        return self.microbatches_per_frame * self.micro_batch_size * self.data
+
+    def resolved_backend(self) -> str:
+        """The backend to initialise: ``backend`` or the device's default."""
+        return self.backend or ("nccl" if self.device == "cuda" else "gloo")
+
+    def check_world_size(self, world_size: int) -> None:
+        """Raise if the launcher started a different number of ranks than the layout needs."""
+        if world_size != self.world_size:
+            raise ValueError(
+                f"pipeline ({self.pipeline}) x data ({self.data}) = {self.world_size}, but WORLD_SIZE is "
+                f"{world_size}; launch {self.world_size} ranks or change pipeline/data"
+            )
+
+    # ---- JSON ---------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (the same keys ``from_dict`` reads)."""
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        """Pretty JSON text of this config."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> TrainConfig:
+        """Build from a mapping; unknown keys and wrong types are errors that name the key."""
+        if not isinstance(raw, dict):
+            raise ValueError(f"training config must be a JSON object, got {type(raw).__name__}")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - set(fields))
+        if unknown:
+            raise ValueError(f"{unknown[0]}: unknown training-config key; known keys: {', '.join(fields)}")
+        for key, value in raw.items():
+            default = fields[key].default
+            expected: type = type(default)
+            ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+                ok = True
+            if not ok:
+                raise ValueError(f"{key}: expected {expected.__name__}, got {value!r}")
+        values = {k: float(v) if type(fields[k].default) is float else v for k, v in raw.items()}
+        return cls(**cast(dict[str, Any], values))
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainConfig:
+        """Parse JSON text (see ``from_dict``)."""
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"training config is not valid JSON: {exc}") from exc
+        return cls.from_dict(raw)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainConfig:
+        """Read a JSON file (see ``from_dict``)."""
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+
+def _check_positive(config: TrainConfig, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value < 1:
+            raise ValueError(f"{name}: {value} must be >= 1")
+
+
+def _check_non_negative(config: TrainConfig, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value < 0:
+            raise ValueError(f"{name}: {value} must be >= 0 (0 means off/auto)")
