@@ -7,16 +7,21 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# A persistent per-user wheelhouse: the registry here sends no cacheable responses, so pip's own
+# cache stays empty and every fresh clone (CI) would download torch again. `pip download` skips
+# wheels already in the wheelhouse, so only the first run on a machine pays for the download.
+WHEELHOUSE ?= $(HOME)/.cache/hyperframe/wheels
 
 .PHONY: venv demo test lint typecheck unit cluster-build cluster-up cluster-down bench generate images clean
 
 venv: $(STAMP)
 
 $(STAMP): requirements-dev.txt operator/pyproject.toml runtime/pyproject.toml cluster/pyproject.toml
-	@echo ">> setting up $(VENV) (first run downloads torch from PyPI; later runs use the pip cache)"
+	@echo ">> setting up $(VENV) (first run downloads torch from PyPI; later runs reuse $(WHEELHOUSE))"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-dev.txt
+	mkdir -p $(WHEELHOUSE)
+	$(PY) -m pip download -q -d $(WHEELHOUSE) -r requirements-dev.txt
+	$(PY) -m pip install -q --no-index --find-links $(WHEELHOUSE) -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -e operator -e runtime -e cluster
 	touch $(STAMP)
 
