@@ -1,0 +1,382 @@
+"""The smoke gate's result as it travels from the init container to the operator.
+
+The gate (runtime, with torch) builds a :class:`SmokeReport` and writes
+:meth:`SmokeReport.to_termination_message` to the container's termination-message path; the
+kubelet keeps at most :data:`~hyperframe.constants.TERMINATION_MESSAGE_MAX_BYTES` of it. The
+operator (no torch) reads it back with :meth:`SmokeReport.from_termination_message`, which never
+raises: a cut or garbled message still yields a report whose ``reason`` says what went wrong.
+
+Compaction is graceful: when the full per-device list does not fit (say 8 GPUs x 64 nodes), the
+message keeps this node's and every failing device, summarises the rest in ``device_summary``,
+then drops names, then shortens the texts, and always fits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Final
+
+from hyperframe.constants import TERMINATION_MESSAGE_MAX_BYTES, SmokeExit
+from hyperframe.smoke_remedies import FAILURES, remedy_for
+
+__all__ = ["REPORT_VERSION", "DeviceFigures", "DeviceSummary", "SmokeReport"]
+
+REPORT_VERSION: Final = 1
+_FAILED_DEVICES_KEPT: Final = 16
+_LIST_KEPT: Final = 32
+
+
+def _round(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return round(value, 2)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceFigures:
+    """What the gate measured on one device."""
+
+    index: int
+    """Local device index on its node (CUDA ordinal); for CPU jobs the local rank."""
+    name: str
+    """Device name, e.g. ``NVIDIA H100 80GB HBM3``; ``cpu`` when device checks were skipped."""
+    tflops: float | None = None
+    """Measured matmul TFLOP/s; None when not measured (CPU, or the check did not get that far)."""
+    mem_bw_gbps: float | None = None
+    """Measured device memory bandwidth in GB/s (copy: read + write); None when not measured."""
+    ok: bool = True
+    """False when a device check failed on this device."""
+    node_rank: int | None = None
+    """The node the device belongs to; None means the report's own node."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceSummary:
+    """Aggregate over all devices, present when the per-device list had to be shortened."""
+
+    count: int
+    failed: int
+    tflops_min: float | None = None
+    tflops_median: float | None = None
+    mem_bw_min_gbps: float | None = None
+    mem_bw_median_gbps: float | None = None
+
+    @classmethod
+    def of(cls, devices: list[DeviceFigures]) -> DeviceSummary:
+        tflops = [d.tflops for d in devices if d.tflops is not None]
+        bws = [d.mem_bw_gbps for d in devices if d.mem_bw_gbps is not None]
+        return cls(
+            count=len(devices),
+            failed=sum(1 for d in devices if not d.ok),
+            tflops_min=_round(min(tflops)) if tflops else None,
+            tflops_median=_round(statistics.median(tflops)) if tflops else None,
+            mem_bw_min_gbps=_round(min(bws)) if bws else None,
+            mem_bw_median_gbps=_round(statistics.median(bws)) if bws else None,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmokeReport:
+    """One node's gate result (with job-wide figures where the gate collected them)."""
+
+    version: int = REPORT_VERSION
+    ok: bool
+    exit_code: int
+    """A :class:`~hyperframe.constants.SmokeExit` value."""
+    node: str
+    """Kubernetes node name (env NODE_NAME, else the hostname)."""
+    node_rank: int | None = None
+    failed_check: str | None = None
+    """The first failing reason id (a key of :data:`~hyperframe.smoke_remedies.FAILURES`), or None."""
+    reason: str = ""
+    """What failed, with the measured figures and the device or ranks named."""
+    remedy: str = ""
+    """One line the user can act on (from the remedy table)."""
+    busbw_gbps: float | None = None
+    """Minimum all-reduce bus bandwidth over the configured sizes (nccl-tests definition)."""
+    algbw_gbps: float | None = None
+    """All-reduce algorithm bandwidth at the size that gave the minimum busbw."""
+    world_size: int = 0
+    """Ranks in the job (nodes x processes per node)."""
+    duration_s: float = 0.0
+    devices: list[DeviceFigures] = field(default_factory=list)
+    device_summary: DeviceSummary | None = None
+    """Set when ``devices`` was shortened to fit the message."""
+    devices_omitted: int = 0
+    """How many devices ``devices`` leaves out (counted in ``device_summary``)."""
+    missing_ranks: list[int] = field(default_factory=list)
+    """Global ranks that never arrived (timeouts)."""
+    suspect_node_ranks: list[int] = field(default_factory=list)
+    """Node ranks the gate blames (failed devices, missing ranks): candidates for exclusion."""
+
+    @classmethod
+    def failure(cls, reason_id: str, reason: str, *, node: str, **fields: Any) -> SmokeReport:
+        """A failed report for a reason id, with the exit code and remedy from the table."""
+        entry = FAILURES[reason_id]
+        return cls(
+            ok=False,
+            exit_code=int(entry.exit_code),
+            node=node,
+            failed_check=reason_id,
+            reason=reason,
+            remedy=entry.remedy,
+            **fields,
+        )
+
+    # -- encoding ---------------------------------------------------------------------------
+
+    def _encode(self) -> str:
+        data = asdict(self)
+        data["busbw_gbps"] = _round(self.busbw_gbps)
+        data["algbw_gbps"] = _round(self.algbw_gbps)
+        data["duration_s"] = _round(self.duration_s)
+        data["devices"] = [
+            {
+                k: (_round(v) if k in ("tflops", "mem_bw_gbps") else v)
+                for k, v in asdict(d).items()
+                if not (k == "node_rank" and v is None)
+            }
+            for d in self.devices
+        ]
+        for optional in ("device_summary", "node_rank"):
+            if data[optional] is None:
+                del data[optional]
+        for empty in ("devices_omitted", "missing_ranks", "suspect_node_ranks"):
+            if not data[empty]:
+                del data[empty]
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+    def _shortened_devices(self, *, keep_names: bool) -> SmokeReport:
+        own = self.node_rank
+        kept = [d for d in self.devices if not d.ok or d.node_rank is None or d.node_rank == own]
+        if not keep_names:
+            kept = [replace(d, name="") for d in kept if not d.ok][:_FAILED_DEVICES_KEPT]
+        total = len(self.devices) + self.devices_omitted
+        summary = self.device_summary or DeviceSummary.of(self.devices)
+        return replace(self, devices=kept, device_summary=summary, devices_omitted=total - len(kept))
+
+    def to_termination_message(self, max_bytes: int = TERMINATION_MESSAGE_MAX_BYTES) -> str:
+        """Compact JSON of at most ``max_bytes`` UTF-8 bytes, shortened gracefully if needed."""
+
+        def fits(text: str) -> bool:
+            return len(text.encode()) <= max_bytes
+
+        def candidates() -> list[SmokeReport]:
+            step1 = self._shortened_devices(keep_names=True)
+            step2 = self._shortened_devices(keep_names=False)
+            step3 = replace(
+                step2,
+                devices=[],
+                devices_omitted=step2.devices_omitted + len(step2.devices),
+                reason=_cut(self.reason, 600),
+                remedy=_cut(self.remedy, 300),
+                missing_ranks=self.missing_ranks[:_LIST_KEPT],
+                suspect_node_ranks=self.suspect_node_ranks[:_LIST_KEPT],
+            )
+            step4 = replace(
+                step3,
+                node=_cut(self.node, 63),
+                reason=_cut(self.reason, 160),
+                remedy=_cut(self.remedy, 160),
+                missing_ranks=self.missing_ranks[:8],
+                suspect_node_ranks=self.suspect_node_ranks[:8],
+            )
+            return [self, step1, step2, step3, step4]
+
+        for candidate in candidates():
+            text = candidate._encode()
+            if fits(text):
+                return text
+        # Only reachable with a tiny max_bytes: the bare verdict always survives.
+        bare = json.dumps(
+            {"version": self.version, "ok": self.ok, "exit_code": self.exit_code},
+            separators=(",", ":"),
+        )
+        return bare if fits(bare) else bare[:max_bytes]
+
+    # -- decoding ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_termination_message(cls, s: str, *, exit_code: int = int(SmokeExit.FAIL)) -> SmokeReport:
+        """Parse a termination message; never raises.
+
+        ``exit_code`` is the container's exit code, used when the message does not carry one
+        (empty, cut or garbage). Fields of the wrong type are dropped and named in ``reason``.
+        """
+        text = s.strip()
+        try:
+            data = json.loads(text) if text else None
+        except json.JSONDecodeError as exc:
+            return _unreadable(
+                f"termination message is not valid JSON ({exc.msg} at char {exc.pos} of {len(text)}): {_cut(text, 120)!r}",
+                exit_code,
+            )
+        except (ValueError, RecursionError) as exc:
+            return _unreadable(f"termination message is not valid JSON ({exc})", exit_code)
+        if data is None:
+            return _unreadable("termination message is empty", exit_code)
+        if not isinstance(data, dict):
+            return _unreadable(f"termination message is JSON {type(data).__name__}, not an object", exit_code)
+        problems: list[str] = []
+        fields = _Fields(data, problems)
+        raw_devices = data.get("devices", [])
+        devices: list[DeviceFigures] = []
+        if isinstance(raw_devices, list):
+            for i, raw in enumerate(raw_devices):
+                device = _device(raw, f"devices[{i}]", problems)
+                if device is not None:
+                    devices.append(device)
+        else:
+            problems.append("devices: not a list")
+        summary = _summary(data.get("device_summary"), problems)
+        report = cls(
+            version=fields.int_("version", REPORT_VERSION),
+            ok=fields.bool_("ok", False),
+            exit_code=fields.int_("exit_code", exit_code),
+            node=fields.str_("node", ""),
+            node_rank=fields.opt_int("node_rank"),
+            failed_check=fields.opt_str("failed_check"),
+            reason=fields.str_("reason", ""),
+            remedy=fields.str_("remedy", ""),
+            busbw_gbps=fields.opt_float("busbw_gbps"),
+            algbw_gbps=fields.opt_float("algbw_gbps"),
+            world_size=fields.int_("world_size", 0),
+            duration_s=fields.opt_float("duration_s") or 0.0,
+            devices=devices,
+            device_summary=summary,
+            devices_omitted=fields.int_("devices_omitted", 0),
+            missing_ranks=fields.int_list("missing_ranks"),
+            suspect_node_ranks=fields.int_list("suspect_node_ranks"),
+        )
+        if "ok" not in data or "exit_code" not in data:
+            problems.append("ok/exit_code missing")
+        if report.ok and report.exit_code != int(SmokeExit.PASS):
+            problems.append(f"ok is true but exit_code is {report.exit_code}")
+            report = replace(report, ok=False)
+        if not report.ok and report.failed_check and not report.remedy:
+            report = replace(report, remedy=remedy_for(report.failed_check))
+        if problems:
+            note = "report partly unreadable: " + "; ".join(problems)
+            report = replace(report, reason=f"{report.reason} ({note})" if report.reason else note)
+        return report
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _unreadable(reason: str, exit_code: int) -> SmokeReport:
+    return SmokeReport(
+        ok=False,
+        exit_code=exit_code,
+        node="",
+        failed_check="report.unreadable",
+        reason=reason,
+        remedy=FAILURES["report.unreadable"].remedy,
+    )
+
+
+class _Fields:
+    """Typed, forgiving access to a decoded JSON object; bad values become defaults + a problem."""
+
+    def __init__(self, data: dict[str, Any], problems: list[str], where: str = "") -> None:
+        self._data = data
+        self._problems = problems
+        self._where = where
+
+    def _bad(self, key: str, want: str) -> None:
+        self._problems.append(f"{self._where}{key}: expected {want}, got {self._data[key]!r:.40}")
+
+    def int_(self, key: str, default: int) -> int:
+        value = self.opt_int(key)
+        return default if value is None else value
+
+    def opt_int(self, key: str) -> int | None:
+        value = self._data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self._bad(key, "an integer")
+            return None
+        return value
+
+    def bool_(self, key: str, default: bool) -> bool:
+        value = self._data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self._bad(key, "true/false")
+            return default
+        return value
+
+    def opt_str(self, key: str) -> str | None:
+        value = self._data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            self._bad(key, "a string")
+            return None
+        return value
+
+    def str_(self, key: str, default: str) -> str:
+        value = self.opt_str(key)
+        return default if value is None else value
+
+    def opt_float(self, key: str) -> float | None:
+        value = self._data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self._bad(key, "a number")
+            return None
+        return float(value)
+
+    def int_list(self, key: str) -> list[int]:
+        value = self._data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            self._bad(key, "a list of integers")
+            return []
+        return list(value)
+
+
+def _device(raw: object, where: str, problems: list[str]) -> DeviceFigures | None:
+    if not isinstance(raw, dict):
+        problems.append(f"{where}: not an object")
+        return None
+    f = _Fields(raw, problems, f"{where}.")
+    index = f.opt_int("index")
+    if index is None:
+        problems.append(f"{where}: no index")
+        return None
+    return DeviceFigures(
+        index=index,
+        name=f.str_("name", ""),
+        tflops=f.opt_float("tflops"),
+        mem_bw_gbps=f.opt_float("mem_bw_gbps"),
+        ok=f.bool_("ok", False),
+        node_rank=f.opt_int("node_rank"),
+    )
+
+
+def _summary(raw: object, problems: list[str]) -> DeviceSummary | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        problems.append("device_summary: not an object")
+        return None
+    f = _Fields(raw, problems, "device_summary.")
+    return DeviceSummary(
+        count=f.int_("count", 0),
+        failed=f.int_("failed", 0),
+        tflops_min=f.opt_float("tflops_min"),
+        tflops_median=f.opt_float("tflops_median"),
+        mem_bw_min_gbps=f.opt_float("mem_bw_min_gbps"),
+        mem_bw_median_gbps=f.opt_float("mem_bw_median_gbps"),
+    )
