@@ -1,10 +1,11 @@
 //go:build tools
 
-// Package tools pins the control-plane commands built from this module.
+// Package tools pins the commands built from this wrapper module.
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
