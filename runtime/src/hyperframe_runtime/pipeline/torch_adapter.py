@@ -2,21 +2,30 @@
 
 Every private torch name (``_Action``, ``_ComputationType``, ``_PipelineScheduleRuntime``,
 ``pipeline_order`` internals, ...) used anywhere in HyperFrame is reached through this module, so
-a torch upgrade touches one file. Tested torch range: 2.12 to 2.15 (``torch>=2.12,<2.16``), pinned
-2.13.0 in requirements-dev.txt.
+a torch upgrade touches one file. The torch versions these private names were read from and are
+tested with are :data:`TESTED_TORCH` (2.13.x, pinned in requirements-dev.txt; the runtime package
+allows ``torch>=2.12,<2.16``). ``tests/runtime/pipeline/test_torch_adapter.py`` fails loudly on
+any other version, and the executor logs a warning when it runs on one.
 """
 
 from __future__ import annotations
 
+import logging
 import types
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 from hyperframe_runtime.schedule.ir import Action, OpKind, Orders, ScheduleError
 
 __all__ = [
+    "TESTED_TORCH",
     "TORCH_SCHEDULE_CLASSES",
+    "RuntimeSchedule",
+    "check_torch_version",
     "from_torch_action",
+    "is_tested_torch",
     "to_torch_action",
+    "to_torch_orders",
     "torch_schedule_orders",
 ]
 
@@ -117,4 +126,109 @@ def torch_schedule_orders(name: str, num_ranks: int, num_microbatches: int) -> O
 
 # ---------------------------------------------------------------------------------------------
 # End of the schedule-baselines section.
+# ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# Executor section (owned by pipeline/, issue 8): the tested version range and the runtime that
+# runs compute-only Orders on torch's ``_PipelineScheduleRuntime``.
+# ---------------------------------------------------------------------------------------------
+
+log = logging.getLogger(__name__)
+
+TESTED_TORCH: Final[tuple[tuple[int, int], tuple[int, int]]] = ((2, 13), (2, 14))
+"""Half-open ``[low, high)`` range of (major, minor) torch versions the private names are tested with."""
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def is_tested_torch(version: str | None = None) -> bool:
+    """True when ``version`` (default: the installed torch) is inside :data:`TESTED_TORCH`."""
+    import torch
+
+    low, high = TESTED_TORCH
+    return low <= _major_minor(version or torch.__version__) < high
+
+
+def check_torch_version() -> None:
+    """Log a warning when the installed torch is outside :data:`TESTED_TORCH`."""
+    if not is_tested_torch():
+        import torch
+
+        (lo_major, lo_minor), (hi_major, hi_minor) = TESTED_TORCH
+        log.warning(
+            "torch %s is outside the range HyperFrame's pipeline adapter is tested with "
+            "(>=%d.%d,<%d.%d); torch's private pipelining APIs may have changed",
+            torch.__version__,
+            lo_major,
+            lo_minor,
+            hi_major,
+            hi_minor,
+        )
+
+
+def to_torch_orders(orders: Orders) -> dict[int, list[Any]]:
+    """Compute-only orders as torch ``_Action`` lists; torch's lowering adds the comm ops."""
+    out: dict[int, list[Any]] = {}
+    for rank in sorted(orders):
+        for action in orders[rank]:
+            if not action.kind.is_compute:
+                raise ScheduleError(
+                    f"orders[{rank}]: {action} is a comm action; the executor takes compute-only "
+                    "orders (F, I, W, B) and adds the sends and receives itself"
+                )
+        out[rank] = [to_torch_action(action) for action in orders[rank]]
+    return out
+
+
+class RuntimeSchedule:
+    """torch's ``_PipelineScheduleRuntime`` running a given compute-only order.
+
+    torch's gradient scaling is off (``scale_grads=False``): at the REDUCE_GRAD point of each stage
+    (after its last W or B of the frame) torch calls ``on_reduce_grad(stage_index)`` instead, where
+    the executor scales the stage's gradients and starts their data-parallel all-reduce.
+    """
+
+    def __init__(
+        self,
+        stages: Sequence[Any],
+        num_microbatches: int,
+        loss_fn: Callable[[Any, Any], Any],
+        on_reduce_grad: Callable[[int], None],
+    ) -> None:
+        from torch.distributed.pipelining.schedules import _ComputationType, _PipelineScheduleRuntime
+
+        check_torch_version()
+        self._schedule = _PipelineScheduleRuntime(  # type: ignore[no-untyped-call]
+            list(stages), num_microbatches, loss_fn=loss_fn, scale_grads=False
+        )
+
+        def _reduce_grad(action: Any, ctx: Any) -> None:
+            on_reduce_grad(action.stage_index)
+
+        self._schedule.register_custom_function(_ComputationType.REDUCE_GRAD, _reduce_grad)
+
+    def load_orders(self, orders: Orders) -> None:
+        """Validate ``orders`` with torch and lower them to the per-rank compute+comm program.
+
+        Every rank of the pipeline group must load the same orders before its next ``step``.
+        """
+        torch_orders = to_torch_orders(orders)
+        self._schedule.pipeline_order = torch_orders
+        self._schedule._prepare_schedule_with_comms(torch_orders)
+
+    def lowered_program(self, rank: int) -> list[str]:
+        """Rank ``rank``'s lowered program (compute, SEND/RECV, REDUCE_GRAD) as action strings."""
+        return [str(a) for a in self._schedule.pipeline_order_with_comms[rank]]
+
+    def step(self, *args: Any, target: Any, losses: list[Any]) -> None:
+        """Run one frame: every micro-batch of ``args`` (batch dim 0) through the loaded order."""
+        self._schedule.step(*args, target=target, losses=losses, return_outputs=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# End of the executor section.
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""The torch side of the HyperFrame scheduler: executor, frame loop, checkpoints and traces."""
