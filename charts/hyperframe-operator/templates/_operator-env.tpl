@@ -1,0 +1,45 @@
+{{/*
+The operator's configuration, as the HYPERFRAME_* environment variables that
+hyperframe.controller.config.OperatorConfig reads at start-up (it rejects unknown HYPERFRAME_*
+names and names the variable in any error). This file is the one place that maps chart values
+to them; a unit test parses the rendered variables with OperatorConfig itself.
+*/}}
+{{- define "hyperframe-operator.peeringName" -}}
+{{- .Values.operator.peering.name | default (include "hyperframe-operator.fullname" .) }}
+{{- end }}
+
+{{- define "hyperframe-operator.statusEndpointURL" -}}
+{{- printf "http://%s.%s.svc:%v" (include "hyperframe-operator.fullname" .) .Release.Namespace .Values.ports.status }}
+{{- end }}
+
+{{- define "hyperframe-operator.env" -}}
+- name: HYPERFRAME_NAMESPACES
+  value: {{ join "," .Values.watchNamespaces | quote }}
+- name: HYPERFRAME_LOG_LEVEL
+  value: {{ .Values.operator.logLevel | quote }}
+- name: HYPERFRAME_LOG_FORMAT
+  value: {{ .Values.operator.logFormat | quote }}
+- name: HYPERFRAME_API_QPS
+  value: {{ .Values.operator.qps | quote }}
+- name: HYPERFRAME_API_BURST
+  value: {{ .Values.operator.burst | quote }}
+- name: HYPERFRAME_WORKERS
+  value: {{ .Values.operator.workers | quote }}
+- name: HYPERFRAME_PEERING_NAME
+  value: {{ if .Values.operator.peering.enabled }}{{ include "hyperframe-operator.peeringName" . | quote }}{{ else }}""{{ end }}
+- name: HYPERFRAME_LIVENESS_PORT
+  value: {{ .Values.ports.health | quote }}
+- name: HYPERFRAME_METRICS_PORT
+  value: {{ .Values.ports.metrics | quote }}
+- name: HYPERFRAME_STATUS_PORT
+  value: {{ .Values.ports.status | quote }}
+# The URL training pods post progress to: this release's Service, reachable from any namespace.
+# Without the Service the pods get no URL and progress reporting is off.
+- name: HYPERFRAME_STATUS_ENDPOINT_URL
+  value: {{ if .Values.service.enabled }}{{ include "hyperframe-operator.statusEndpointURL" . | quote }}{{ else }}""{{ end }}
+# kopf names this replica in the peering object after POD_ID.
+- name: POD_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end }}
