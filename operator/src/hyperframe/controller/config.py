@@ -1,0 +1,133 @@
+"""The operator's settings: one documented class, read from ``HYPERFRAME_*`` variables, validated at load.
+
+Every field below maps to one environment variable: the field name upper-cased with the prefix
+``HYPERFRAME_`` (``api_qps`` is ``HYPERFRAME_API_QPS``). A bad value stops the operator at start
+with a message that names the variable and the fix; it never surfaces later in a handler.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hyperframe.constants import RESERVED_ENV
+
+__all__ = ["ENV_PREFIX", "ConfigError", "OperatorConfig"]
+
+ENV_PREFIX = "HYPERFRAME_"
+
+
+class ConfigError(ValueError):
+    """A ``HYPERFRAME_*`` variable has a value the operator cannot use."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatorConfig:
+    """How the operator runs. Defaults suit a production cluster; tests shorten the backoffs."""
+
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch, comma-separated. Empty (the default) watches the whole cluster."""
+    api_qps: float = 50.0
+    """Sustained Kubernetes API requests per second of the operator's own client (not kopf's watches)."""
+    api_burst: int = 100
+    """Requests the client may send at once above ``api_qps`` before it is throttled."""
+    workers: int = 16
+    """Jobs reconciled concurrently; also the size of the API thread pool and connection pool."""
+    peering_name: str = "hyperframe"
+    """kopf peering object shared by the replicas; the empty string runs standalone (one replica)."""
+    priority: int = 0
+    """kopf peering priority; 0 picks a random one at start so exactly one replica is active."""
+    liveness_port: int = 8080
+    """Port of kopf's liveness endpoint ``/healthz``; 0 disables it."""
+    metrics_port: int = 9090
+    """Port of the Prometheus ``/metrics`` endpoint; 0 disables it."""
+    status_port: int = 8081
+    """Port of the progress endpoint the training pods post to; 0 disables progress reporting."""
+    status_endpoint_url: str = ""
+    """Base URL the pods use to reach the progress endpoint (``http://<service>.<ns>.svc:8081``).
+    Empty disables progress reporting: pods get no status URL."""
+    restart_backoff_seconds: float = 10.0
+    """Wait before the first gang restart; doubled for each further restart."""
+    restart_backoff_max_seconds: float = 300.0
+    """Upper bound of the doubling restart backoff."""
+    node_not_ready_grace_seconds: float = 30.0
+    """How long a node may be NotReady under a gang before its pods are force-deleted and the gang restarts."""
+    terminating_grace_seconds: float = 60.0
+    """How long a pod may sit in Terminating before the operator force-deletes it."""
+    progress_flush_seconds: float = 10.0
+    """Most frequent ``status.progress`` write per job; reports in between are coalesced (must be <= 30)."""
+    log_format: str = "json"
+    """``json`` (one object per line) or ``text``."""
+    log_level: str = "INFO"
+    """Python logging level name."""
+
+    def __post_init__(self) -> None:
+        positive = (
+            "api_qps",
+            "restart_backoff_seconds",
+            "restart_backoff_max_seconds",
+            "progress_flush_seconds",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{_var(name)}: must be > 0, got {getattr(self, name)}")
+        for name in ("node_not_ready_grace_seconds", "terminating_grace_seconds"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{_var(name)}: must be >= 0, got {getattr(self, name)}")
+        if self.api_burst < 1 or self.workers < 1:
+            raise ConfigError(f"{_var('api_burst')} and {_var('workers')}: must be >= 1")
+        for name in ("liveness_port", "metrics_port", "status_port"):
+            port = getattr(self, name)
+            if not 0 <= port <= 65535:
+                raise ConfigError(f"{_var(name)}: {port} is not a port; use 1-65535, or 0 to disable")
+        if self.progress_flush_seconds > 30:
+            raise ConfigError(
+                f"{_var('progress_flush_seconds')}: {self.progress_flush_seconds} s; "
+                "status.progress must refresh at least every 30 s, set it to 30 or less"
+            )
+        if self.status_endpoint_url and not self.status_endpoint_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"{_var('status_endpoint_url')}: {self.status_endpoint_url!r} must start with http:// or https://"
+            )
+        if self.log_format not in ("json", "text"):
+            raise ConfigError(f"{_var('log_format')}: {self.log_format!r}; use json or text")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ConfigError(f"{_var('log_level')}: {self.log_level!r}; use DEBUG, INFO, WARNING or ERROR")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> OperatorConfig:
+        """Read every field from ``HYPERFRAME_<FIELD>``; unknown ``HYPERFRAME_*`` names are errors."""
+        known = {_var(f.name): f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for key, raw in env.items():
+            if not key.startswith(ENV_PREFIX) or key in _NOT_OPERATOR_SETTINGS:
+                continue
+            field = known.get(key)
+            if field is None:
+                raise ConfigError(f"{key}: not an operator setting; known: {', '.join(sorted(known))}")
+            values[field.name] = _convert(key, raw, field.type)
+        return cls(**values)
+
+
+# Variables with the prefix that belong to the training pods, not to the operator.
+_NOT_OPERATOR_SETTINGS = RESERVED_ENV
+
+
+def _var(field_name: str) -> str:
+    return ENV_PREFIX + field_name.upper()
+
+
+def _convert(key: str, raw: str, type_name: object) -> Any:
+    text = raw.strip()
+    try:
+        if type_name == "tuple[str, ...]":
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+        if type_name == "int":
+            return int(text)
+        if type_name == "float":
+            return float(text)
+    except ValueError:
+        raise ConfigError(f"{key}: {raw!r} is not a {type_name}") from None
+    return text

@@ -1,0 +1,132 @@
+"""What the operator sees of pods and nodes, reduced to plain data the policies can reason about.
+
+``observe_pod`` and ``observe_node`` are the only places that know the shape of the Kubernetes
+objects; the policies see :class:`ObservedPod` and :class:`NodeState` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from hyperframe.constants import (
+    INIT_CONTAINER_NAME,
+    LABEL_GENERATION,
+    LABEL_JOB,
+    LABEL_RANK,
+    MAIN_CONTAINER_NAME,
+)
+
+from .status import parse_time
+
+__all__ = ["ContainerEnd", "NodeState", "ObservedPod", "observe_node", "observe_pod"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContainerEnd:
+    """How a container terminated."""
+
+    exit_code: int
+    reason: str
+    """The kubelet's reason: ``Completed``, ``Error``, ``OOMKilled`` ..."""
+    message: str
+    """The termination message (the smoke gate writes its JSON report there)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ObservedPod:
+    name: str
+    job: str
+    rank: int
+    generation: int
+    phase: str
+    """``Pending``, ``Running``, ``Succeeded``, ``Failed`` or ``Unknown``."""
+    node: str | None
+    deleting_since: datetime | None
+    gate_started: bool
+    """The smoke-gate init container is running or has terminated."""
+    gate_end: ContainerEnd | None
+    main_started: bool
+    main_end: ContainerEnd | None
+    reason: str = ""
+    """``status.reason`` of the pod, such as ``Evicted``."""
+    message: str = ""
+
+    @property
+    def gate_passed(self) -> bool:
+        return self.gate_end is not None and self.gate_end.exit_code == 0
+
+    @property
+    def active(self) -> bool:
+        """Neither finished nor being deleted."""
+        return self.deleting_since is None and self.phase not in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeState:
+    name: str
+    ready: bool
+    since: datetime | None
+    """When the Ready condition last changed."""
+
+
+def _terminated(statuses: Any, name: str) -> tuple[bool, ContainerEnd | None]:
+    for status in statuses or ():
+        if not isinstance(status, Mapping) or status.get("name") != name:
+            continue
+        state = status.get("state") or {}
+        terminated = state.get("terminated")
+        if isinstance(terminated, Mapping):
+            end = ContainerEnd(
+                exit_code=int(terminated.get("exitCode", 0) or 0),
+                reason=str(terminated.get("reason") or ""),
+                message=str(terminated.get("message") or ""),
+            )
+            return True, end
+        return "running" in state or bool(status.get("started")), None
+    return False, None
+
+
+def observe_pod(body: Mapping[str, Any]) -> ObservedPod | None:
+    """The pod as policies see it; None for a pod without valid HyperFrame labels."""
+    meta = body.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    try:
+        rank = int(labels[LABEL_RANK])
+        generation = int(labels[LABEL_GENERATION])
+        job = str(labels[LABEL_JOB])
+    except (KeyError, TypeError, ValueError):
+        return None
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    gate_started, gate_end = _terminated(status.get("initContainerStatuses"), INIT_CONTAINER_NAME)
+    main_started, main_end = _terminated(status.get("containerStatuses"), MAIN_CONTAINER_NAME)
+    return ObservedPod(
+        name=str(meta.get("name", "")),
+        job=job,
+        rank=rank,
+        generation=generation,
+        phase=str(status.get("phase") or "Pending"),
+        node=spec.get("nodeName") or None,
+        deleting_since=parse_time(meta.get("deletionTimestamp")),
+        gate_started=gate_started,
+        gate_end=gate_end,
+        main_started=main_started,
+        main_end=main_end,
+        reason=str(status.get("reason") or ""),
+        message=str(status.get("message") or ""),
+    )
+
+
+def observe_node(body: Mapping[str, Any]) -> NodeState:
+    meta = body.get("metadata") or {}
+    for cond in (body.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            return NodeState(
+                name=str(meta.get("name", "")),
+                ready=cond.get("status") == "True",
+                since=parse_time(cond.get("lastTransitionTime")),
+            )
+    return NodeState(name=str(meta.get("name", "")), ready=False, since=None)

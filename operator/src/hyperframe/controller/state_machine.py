@@ -1,0 +1,328 @@
+"""The reconcile state machine: (job, stored status, pods, nodes, now) -> Plan. Pure; no API calls.
+
+Phases: Pending -> SmokeTesting -> Running -> Succeeded, with Restarting between gang generations,
+Failed on a permanent error, an exhausted backoffLimit or the deadline, and Suspended while
+``runPolicy.suspend`` is true. The per-policy rules live in the ``policy_*`` modules; this module
+only sequences them and records conditions and events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from .facts import JobFacts, PolicySettings
+from .observed import NodeState, ObservedPod
+from .plan import Event, EventType, Plan, PodDeletion
+from .policy_failure import Failure, find_failures, restart_backoff, stuck_pods
+from .policy_run import deadline_at, pods_to_clean, ttl_expires_at
+from .policy_smoke import judge_gates, merge_smoke_status
+from .policy_success import succeeded_rank0
+from .status import ConditionType, JobStatus, Phase, set_condition
+
+__all__ = ["reconcile"]
+
+C = ConditionType
+
+
+@dataclass(kw_only=True)
+class _Draft:
+    """The plan being built: the status and the actions collected so far."""
+
+    job: JobFacts
+    now: datetime
+    status: JobStatus
+    events: list[Event] = field(default_factory=list)
+    deletions: dict[str, PodDeletion] = field(default_factory=dict)
+    create: tuple[int, ...] = ()
+    requeue: list[float] = field(default_factory=list)
+    delete_job: bool = False
+    gate_failures: tuple[str, ...] = ()
+
+    def cond(self, type_: ConditionType, ok: bool, reason: str, message: str, *, new: bool = False) -> None:
+        self.status = self.status.replace(
+            conditions=set_condition(
+                self.status.conditions,
+                type_,
+                ok,
+                reason=reason,
+                message=message,
+                now=self.now,
+                observed_generation=self.job.generation,
+                new_transition=new,
+            )
+        )
+
+    def clear(self, type_: ConditionType, reason: str, message: str = "") -> None:
+        """Set a condition False, but only if it exists (absent means never true)."""
+        if self.status.condition(type_) is not None:
+            self.cond(type_, False, reason, message)
+
+    def phase(self, phase: Phase, message: str, *, warning: bool = False) -> None:
+        if self.status.phase != phase:
+            self.status = self.status.replace(phase=phase)
+            kind = EventType.WARNING if warning else EventType.NORMAL
+            self.event(kind, phase.value, message)
+
+    def event(self, kind: EventType, reason: str, message: str) -> None:
+        self.events.append(Event(type=kind, reason=reason, message=message))
+
+    def delete(self, pod: ObservedPod, *, force: bool = False) -> None:
+        self.deletions[pod.name] = PodDeletion(name=pod.name, force=force)
+
+    def after(self, seconds: float) -> None:
+        self.requeue.append(max(seconds, 0.0))
+
+    def plan(self) -> Plan:
+        return Plan(
+            status=self.status,
+            create_ranks=self.create,
+            delete_pods=tuple(self.deletions.values()),
+            delete_job=self.delete_job,
+            events=tuple(self.events),
+            requeue_after=min(self.requeue) if self.requeue else None,
+            gate_failures=self.gate_failures,
+        )
+
+
+def reconcile(
+    job: JobFacts,
+    stored: JobStatus,
+    pods: Sequence[ObservedPod],
+    nodes: Mapping[str, NodeState],
+    now: datetime,
+    settings: PolicySettings,
+) -> Plan:
+    """Decide the next status and actions for one job."""
+    if job.deleting:
+        return Plan(status=stored)
+    d = _Draft(job=job, now=now, status=stored.replace(observed_generation=job.generation))
+    if stored.phase is None:
+        d.status = d.status.replace(phase=Phase.PENDING)
+        d.cond(C.CREATED, True, "Created", f"gang of {job.num_nodes} pods")
+        d.event(EventType.NORMAL, "Created", f"HyperFrameJob accepted: gang of {job.num_nodes} pods")
+    dead, terminating = stuck_pods(pods, nodes, now, settings)
+    _force_stuck(d, pods, nodes, dead | terminating, settings)
+    phase = d.status.phase
+    if phase is not None and phase.finished:
+        _finished(d, pods)
+    elif job.run_policy.suspend:
+        _suspend(d, pods)
+    else:
+        _active(d, pods, dead, settings)
+    return d.plan()
+
+
+def _force_stuck(
+    d: _Draft,
+    pods: Sequence[ObservedPod],
+    nodes: Mapping[str, NodeState],
+    stuck: set[str],
+    settings: PolicySettings,
+) -> None:
+    """Force-delete pods on dead nodes or stuck in Terminating; requeue for when a grace runs out."""
+    for pod in pods:
+        if pod.name in stuck:
+            d.delete(pod, force=True)
+            continue
+        if pod.deleting_since is not None:
+            d.after(settings.terminating_grace_seconds - (d.now - pod.deleting_since).total_seconds())
+        node = nodes.get(pod.node) if pod.node else None
+        if node is not None and not node.ready and node.since is not None:
+            d.after(settings.node_not_ready_grace_seconds - (d.now - node.since).total_seconds())
+
+
+def _finished(d: _Draft, pods: Sequence[ObservedPod]) -> None:
+    for deletion in pods_to_clean(pods, d.job.run_policy.clean_pod_policy):
+        d.deletions.setdefault(deletion.name, deletion)
+    expires = ttl_expires_at(d.job.run_policy, d.status.completion_time)
+    if expires is None:
+        return
+    if d.now >= expires:
+        d.delete_job = True
+        d.event(EventType.NORMAL, "TTLExpired", "ttlSecondsAfterFinished passed; deleting the job")
+    else:
+        d.after((expires - d.now).total_seconds())
+
+
+def _suspend(d: _Draft, pods: Sequence[ObservedPod]) -> None:
+    if d.status.phase != Phase.SUSPENDED:
+        d.cond(C.SUSPENDED, True, "Suspended", "runPolicy.suspend is true: pods deleted, status kept")
+        d.clear(C.RUNNING, "Suspended")
+        d.clear(C.SMOKE_TESTING, "Suspended")
+        if pods:
+            # The next gang is a new generation, so a resumed job never adopts a dying pod.
+            d.status = d.status.replace(gang_generation=d.status.gang_generation + 1)
+        d.status = d.status.replace(start_time=None)
+        d.phase(Phase.SUSPENDED, "runPolicy.suspend is true: pods deleted")
+    for deletion in pods_to_clean(pods, d.job.run_policy.clean_pod_policy, everything=True):
+        d.deletions.setdefault(deletion.name, deletion)
+
+
+def _finish(
+    d: _Draft,
+    pods: Sequence[ObservedPod],
+    phase: Phase,
+    reason: str,
+    message: str,
+    *,
+    everything: bool = False,
+) -> None:
+    ok = phase == Phase.SUCCEEDED
+    d.cond(C.SUCCEEDED if ok else C.FAILED, True, reason, message)
+    d.clear(C.RUNNING, reason, message)
+    d.clear(C.SMOKE_TESTING, reason)
+    d.clear(C.RESTARTING, reason)
+    d.status = d.status.replace(completion_time=d.now, message=message)
+    d.phase(phase, message, warning=not ok)
+    if not ok and reason != phase.value:
+        d.event(EventType.WARNING, reason, message)
+    for deletion in pods_to_clean(pods, d.job.run_policy.clean_pod_policy, everything=everything):
+        d.deletions.setdefault(deletion.name, deletion)
+    _finished_ttl(d)
+
+
+def _finished_ttl(d: _Draft) -> None:
+    expires = ttl_expires_at(d.job.run_policy, d.status.completion_time)
+    if expires is not None:
+        d.after((expires - d.now).total_seconds())
+
+
+def _active(d: _Draft, pods: Sequence[ObservedPod], dead: set[str], settings: PolicySettings) -> None:
+    job, policy = d.job, d.job.run_policy
+    if d.status.phase == Phase.SUSPENDED:
+        d.cond(C.SUSPENDED, False, "Resumed", "runPolicy.suspend is false: pods recreated")
+        d.status = d.status.replace(phase=Phase.PENDING)
+        d.event(EventType.NORMAL, "Resumed", "runPolicy.suspend is false: recreating the gang")
+    if d.status.start_time is None:
+        d.status = d.status.replace(start_time=d.now)
+    deadline = deadline_at(policy, d.status.start_time)
+    if deadline is not None and d.now >= deadline:
+        message = f"runPolicy.activeDeadlineSeconds ({policy.active_deadline_seconds}) exceeded; pods deleted"
+        _finish(d, pods, Phase.FAILED, "DeadlineExceeded", message, everything=True)
+        return
+    if deadline is not None:
+        d.after((deadline - d.now).total_seconds())
+
+    generation = d.status.gang_generation
+    current = [p for p in pods if p.generation == generation]
+    stale = [p for p in pods if p.generation != generation]
+    for pod in stale:
+        if pod.deleting_since is None:
+            d.delete(pod)
+
+    gates = judge_gates(current, job.num_nodes)
+    if gates.results:
+        smoke = merge_smoke_status(d.status.smoke_test, gates, generation=generation)
+        d.status = d.status.replace(smoke_test=smoke)
+
+    winner = succeeded_rank0(current)
+    if winner is not None:
+        _finish(d, pods, Phase.SUCCEEDED, "Succeeded", f"rank 0 (pod {winner.name}) completed successfully")
+        return
+
+    failures = find_failures(
+        current,
+        num_nodes=job.num_nodes,
+        gates=gates,
+        dead_node_pods={p.name for p in current if p.name in dead},
+    )
+    if failures:
+        d.gate_failures = tuple(g.failed_check for g in gates.failures)
+        _fail_gang(d, pods, current, failures, gates.exclude_nodes, dead, settings)
+        return
+
+    if stale:
+        # The previous generation is still going away; the new gang waits for its GPUs.
+        return
+    restarting = d.status.condition(C.RESTARTING)
+    if restarting is not None and restarting.status == "True" and not current:
+        ready_at = restarting.last_transition_time.timestamp() + restart_backoff(d.status.restarts, settings)
+        wait = ready_at - d.now.timestamp()
+        if wait > 0:
+            d.after(wait)
+            return
+
+    present = {p.rank for p in current}
+    d.create = tuple(rank for rank in range(job.num_nodes) if rank not in present)
+    _progress_phase(d, current, gates.started, gates.all_passed)
+
+
+def _progress_phase(
+    d: _Draft, current: Sequence[ObservedPod], gates_started: bool, gates_passed: bool
+) -> None:
+    """Pending, SmokeTesting or Running, from how far the complete gang has come."""
+    n = d.job.num_nodes
+    complete = len(current) == n and not d.create
+    running = complete and all(p.phase == "Running" and p.main_started for p in current)
+    if gates_passed and complete:
+        d.cond(C.SMOKE_TESTING, False, "Passed", "every node passed the smoke gate")
+        if not d.status.is_true(C.SMOKE_TEST_PASSED):
+            d.cond(C.SMOKE_TEST_PASSED, True, "Passed", f"all {n} nodes passed the device and NCCL checks")
+            d.clear(C.SMOKE_TEST_FAILED, "Passed")
+            d.event(EventType.NORMAL, "SmokeTestPassed", f"all {n} nodes passed the smoke gate")
+    if running:
+        d.cond(C.RUNNING, True, "Running", f"all {n} pods are running")
+        d.clear(C.RESTARTING, "Running", f"gang generation {d.status.gang_generation} is running")
+        d.phase(Phase.RUNNING, f"all {n} pods are running")
+    elif d.status.phase == Phase.RUNNING:
+        pass  # a worker finished before rank 0: rank 0 decides
+    elif gates_started:
+        if not gates_passed:
+            d.cond(C.SMOKE_TESTING, True, "Testing", "the smoke gate runs on the gang's nodes")
+        d.phase(Phase.SMOKE_TESTING, "smoke gate started")
+    else:
+        d.phase(Phase.PENDING, f"waiting for gang generation {d.status.gang_generation} to be scheduled")
+
+
+def _fail_gang(
+    d: _Draft,
+    pods: Sequence[ObservedPod],
+    current: Sequence[ObservedPod],
+    failures: Sequence[Failure],
+    exclude: Sequence[str],
+    dead: set[str],
+    settings: PolicySettings,
+) -> None:
+    policy = d.job.run_policy
+    for failure in failures:
+        d.event(EventType.WARNING, failure.reason, failure.message)
+    gate_failure = next((f for f in failures if f.reason.startswith("SmokeTest")), None)
+    if gate_failure is not None:
+        d.cond(C.SMOKE_TEST_FAILED, True, gate_failure.reason, gate_failure.message)
+        d.cond(C.SMOKE_TESTING, False, "Failed", gate_failure.message)
+    new_nodes = [n for n in exclude if n not in d.status.excluded_nodes]
+    if new_nodes:
+        d.status = d.status.replace(excluded_nodes=(*d.status.excluded_nodes, *new_nodes))
+        d.event(
+            EventType.WARNING,
+            "NodeExcluded",
+            f"excluded node(s) {', '.join(new_nodes)} after a smoke-gate failure",
+        )
+    permanent = next((f for f in failures if f.permanent), None)
+    first = failures[0]
+    if permanent is not None:
+        _finish(
+            d, pods, Phase.FAILED, permanent.reason, f"{permanent.message} (not retried: permanent error)"
+        )
+        return
+    if d.status.restarts >= policy.backoff_limit:
+        message = (
+            f"runPolicy.backoffLimit ({policy.backoff_limit}) reached after {d.status.restarts} gang restart(s); "
+            f"last failure: {first.message}"
+        )
+        _finish(d, pods, Phase.FAILED, "BackoffLimitExceeded", message)
+        return
+    restarts = d.status.restarts + 1
+    message = f"gang restart {restarts}/{policy.backoff_limit} after {first.reason}: {first.message}"
+    d.status = d.status.replace(
+        restarts=restarts, gang_generation=d.status.gang_generation + 1, message=message
+    )
+    d.cond(C.RESTARTING, True, first.reason, message, new=True)
+    d.clear(C.RUNNING, "Restarting", message)
+    d.phase(Phase.RESTARTING, message, warning=True)
+    for pod in current:
+        if pod.deleting_since is None or pod.name in dead:
+            d.delete(pod, force=pod.name in dead)
+    d.after(restart_backoff(restarts, settings))

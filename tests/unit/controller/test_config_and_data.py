@@ -1,0 +1,117 @@
+"""Operator config from HYPERFRAME_* variables, RBAC data, pod/node observation, and drift with the API."""
+
+from __future__ import annotations
+
+import pytest
+from hyperframe.api.status import CONDITION_TYPES, PHASES
+from hyperframe.constants import (
+    INIT_CONTAINER_NAME,
+    LABEL_GENERATION,
+    LABEL_JOB,
+    LABEL_RANK,
+    MAIN_CONTAINER_NAME,
+)
+from hyperframe.controller.config import ConfigError, OperatorConfig
+from hyperframe.controller.observed import observe_node, observe_pod
+from hyperframe.controller.rbac import OPERATOR_RULES, as_cluster_role_rules
+from hyperframe.controller.status import ConditionType, JobStatus, Phase
+
+
+def test_config_reads_prefixed_variables_and_converts_types() -> None:
+    cfg = OperatorConfig.from_env(
+        {
+            "HYPERFRAME_NAMESPACES": "a, b,",
+            "HYPERFRAME_API_QPS": "20",
+            "HYPERFRAME_API_BURST": "40",
+            "HYPERFRAME_RESTART_BACKOFF_SECONDS": "0.5",
+            "HYPERFRAME_STATUS_ENDPOINT_URL": "http://op.ns.svc:8081",
+            "HYPERFRAME_STATUS_URL": "pod variable, ignored",
+            "PATH": "/bin",
+        }
+    )
+    assert cfg.namespaces == ("a", "b")
+    assert cfg.api_qps == 20.0 and cfg.api_burst == 40
+    assert cfg.restart_backoff_seconds == 0.5
+    assert cfg.status_endpoint_url == "http://op.ns.svc:8081"
+
+
+@pytest.mark.parametrize(
+    ("env", "needle"),
+    [
+        ({"HYPERFRAME_API_QPS": "fast"}, "HYPERFRAME_API_QPS: 'fast' is not a float"),
+        ({"HYPERFRAME_API_QPS": "0"}, "HYPERFRAME_API_QPS: must be > 0"),
+        ({"HYPERFRAME_METRICS_PORT": "70000"}, "HYPERFRAME_METRICS_PORT: 70000 is not a port"),
+        ({"HYPERFRAME_PROGRESS_FLUSH_SECONDS": "60"}, "at least every 30 s"),
+        ({"HYPERFRAME_APIQPS": "5"}, "HYPERFRAME_APIQPS: not an operator setting"),
+        ({"HYPERFRAME_STATUS_ENDPOINT_URL": "op:8081"}, "must start with http://"),
+    ],
+)
+def test_config_errors_name_the_variable_and_the_fix(env: dict[str, str], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+        OperatorConfig.from_env(env)
+
+
+def test_rbac_rules_are_least_privilege_data() -> None:
+    rules = as_cluster_role_rules()
+    assert len(rules) == len(OPERATOR_RULES)
+    verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in rules for res in r["resources"]}
+    assert verbs[("", "pods")] == {"get", "list", "watch", "create", "delete"}
+    assert "update" not in verbs[("hyperframe.dev", "hyperframejobs")]
+    assert all("*" not in v for v in verbs.values())
+
+
+def test_phases_and_condition_types_match_the_api() -> None:
+    assert {p.value for p in Phase} <= set(PHASES)
+    assert {c.value for c in ConditionType} == set(CONDITION_TYPES)
+
+
+def _pod(**status: object) -> dict[str, object]:
+    return {
+        "metadata": {"name": "p", "labels": {LABEL_JOB: "j", LABEL_RANK: "1", LABEL_GENERATION: "2"}},
+        "spec": {"nodeName": "n1"},
+        "status": status,
+    }
+
+
+def test_observe_pod_reads_gate_and_main_container_states() -> None:
+    pod = observe_pod(
+        _pod(
+            phase="Failed",
+            initContainerStatuses=[
+                {"name": INIT_CONTAINER_NAME, "state": {"terminated": {"exitCode": 1, "message": "{}"}}}
+            ],
+            containerStatuses=[
+                {"name": MAIN_CONTAINER_NAME, "state": {"waiting": {"reason": "PodInitializing"}}}
+            ],
+        )
+    )
+    assert pod is not None
+    assert (pod.rank, pod.generation, pod.node, pod.phase) == (1, 2, "n1", "Failed")
+    assert pod.gate_end is not None and pod.gate_end.exit_code == 1 and not pod.gate_passed
+    assert not pod.main_started and pod.main_end is None
+
+
+def test_observe_pod_ignores_pods_without_valid_labels() -> None:
+    assert observe_pod({"metadata": {"name": "x", "labels": {LABEL_JOB: "j", LABEL_RANK: "one"}}}) is None
+
+
+def test_observe_node_readiness() -> None:
+    node = observe_node(
+        {
+            "metadata": {"name": "n1"},
+            "status": {
+                "conditions": [
+                    {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                ]
+            },
+        }
+    )
+    assert node.name == "n1" and not node.ready and node.since is not None
+
+
+def test_status_round_trips_and_patches_only_changes() -> None:
+    raw = {"phase": "Running", "restarts": 1, "gangGeneration": 1, "excludedNodes": ["n1"], "message": "m"}
+    status = JobStatus.from_dict(raw)
+    assert status.phase == Phase.RUNNING
+    patch = status.replace(restarts=2).to_patch(status.to_dict())
+    assert patch == {"restarts": 2}

@@ -1,0 +1,287 @@
+"""The reconcile state machine: phases, conditions, gang restarts, node exclusion, run policy.
+
+Each test feeds (job, stored status, observed pods, nodes, now) to the pure ``reconcile`` and checks
+the plan; several walk a job through successive reconciles the way the operator does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from controller_builders import SETTINGS, T0, Pod, at, job, not_ready, ready
+from hyperframe.constants import SmokeExit
+from hyperframe.controller.facts import CleanPodPolicy, JobFacts
+from hyperframe.controller.observed import NodeState, ObservedPod
+from hyperframe.controller.plan import Plan
+from hyperframe.controller.state_machine import reconcile
+from hyperframe.controller.status import ConditionType as C
+from hyperframe.controller.status import JobStatus, Phase
+
+NODES = {n: ready(n) for n in ("n1", "n2", "n3")}
+
+
+def run(
+    j: JobFacts,
+    status: JobStatus,
+    pods: Sequence[ObservedPod] = (),
+    *,
+    now_s: float = 0,
+    nodes: Mapping[str, NodeState] = NODES,
+) -> Plan:
+    return reconcile(j, status, pods, nodes, at(now_s), SETTINGS)
+
+
+def started(**changes: object) -> JobStatus:
+    """The status after the first reconcile of a 2-node job."""
+    status = run(job(), JobStatus()).status
+    return status.replace(**changes)
+
+
+def reasons(plan: Plan) -> list[str]:
+    return [e.reason for e in plan.events]
+
+
+def deleted(plan: Plan) -> set[str]:
+    return {d.name for d in plan.delete_pods}
+
+
+def test_new_job_is_pending_and_creates_the_whole_gang() -> None:
+    plan = run(job(nodes=3), JobStatus())
+    assert plan.status.phase == Phase.PENDING
+    assert plan.create_ranks == (0, 1, 2)
+    assert plan.status.is_true(C.CREATED)
+    assert plan.status.start_time == T0
+    assert "Created" in reasons(plan)
+    assert plan.status.observed_generation == 1
+
+
+def test_reconcile_is_idempotent_once_the_status_is_written() -> None:
+    first = run(job(), JobStatus())
+    stored = first.status.to_dict()
+    again = run(job(), JobStatus.from_dict(stored), [Pod(0).obj(), Pod(1).obj()], now_s=1)
+    assert again.status.to_patch(stored) == {}
+    assert again.events == ()
+    assert again.create_ranks == ()
+
+
+def test_gate_running_is_smoke_testing_then_passed_then_running() -> None:
+    status = started()
+    testing = run(job(), status, [Pod(0).on("n1").gate_running().obj(), Pod(1).on("n2").obj()])
+    assert testing.status.phase == Phase.SMOKE_TESTING
+    assert testing.status.is_true(C.SMOKE_TESTING)
+
+    pods = [Pod(0).on("n1").gate_passed().obj(), Pod(1).on("n2").gate_passed().obj()]
+    passed = run(job(), testing.status, pods)
+    assert passed.status.is_true(C.SMOKE_TEST_PASSED)
+    assert not passed.status.is_true(C.SMOKE_TESTING)
+    smoke = passed.status.smoke_test
+    assert smoke is not None and smoke["passed"] is True and smoke["busBandwidthGBps"] == 180.0
+    assert {n["node"] for n in smoke["nodes"]} == {"n1", "n2"}
+    assert smoke["nodes"][0]["devices"][0]["figures"]["tflops"] == 700.0
+
+    running = run(job(), passed.status, [Pod(0).on("n1").running().obj(), Pod(1).on("n2").running().obj()])
+    assert running.status.phase == Phase.RUNNING
+    assert running.status.is_true(C.RUNNING)
+    assert "Running" in reasons(running)
+
+
+def test_gate_failure_excludes_the_node_and_restarts_the_whole_gang() -> None:
+    status = started()
+    pods = [
+        Pod(0).on("n1").gate(SmokeExit.FAIL, check="nccl.low_busbw").obj(),
+        Pod(1).on("n2").gate_running().obj(),
+    ]
+    plan = run(job(), status, pods, now_s=5)
+    assert plan.status.phase == Phase.RESTARTING
+    assert plan.status.excluded_nodes == ("n1",)
+    assert plan.status.restarts == 1 and plan.status.gang_generation == 1
+    assert deleted(plan) == {"j-g0-0", "j-g0-1"}
+    assert plan.status.is_true(C.SMOKE_TEST_FAILED)
+    failed = plan.status.condition(C.SMOKE_TEST_FAILED)
+    assert failed is not None and "n1" in failed.message and "nccl.low_busbw" in failed.message
+    assert {"SmokeTestFailed", "NodeExcluded", "Restarting"} <= set(reasons(plan))
+    assert plan.requeue_after == 10  # first backoff
+    assert plan.gate_failures == ("nccl.low_busbw",)
+    assert plan.create_ranks == ()
+
+
+def test_restarted_gang_waits_for_old_pods_and_backoff_then_comes_back() -> None:
+    status = run(
+        job(), started(), [Pod(0).on("n1").gate(1, check="x").obj(), Pod(1).on("n2").obj()], now_s=5
+    ).status
+    dying = [Pod(0).on("n1").deleting(at(5)).obj()]
+    waiting_old = run(job(), status, dying, now_s=6)
+    assert waiting_old.create_ranks == () and waiting_old.status.phase == Phase.RESTARTING
+    waiting_backoff = run(job(), status, [], now_s=8)
+    assert waiting_backoff.create_ranks == ()
+    assert waiting_backoff.requeue_after is not None and 6.9 < waiting_backoff.requeue_after <= 7
+    created = run(job(), status, [], now_s=16)
+    assert created.create_ranks == (0, 1)
+    assert created.status.phase == Phase.PENDING
+    assert created.status.gang_generation == 1
+    back = run(
+        job(),
+        created.status,
+        [Pod(0, 1).on("n2").running().obj(), Pod(1, 1).on("n3").running().obj()],
+        now_s=20,
+    )
+    assert back.status.phase == Phase.RUNNING
+    assert not back.status.is_true(C.RESTARTING)
+    assert back.status.excluded_nodes == ("n1",)
+
+
+def test_gate_config_error_fails_at_once_without_retry() -> None:
+    pods = [
+        Pod(0).on("n1").gate(SmokeExit.CONFIG, check="config.bad_env").obj(),
+        Pod(1).on("n2").gate_running().obj(),
+    ]
+    plan = run(job(), started(), pods)
+    assert plan.status.phase == Phase.FAILED
+    assert plan.status.restarts == 0
+    failed = plan.status.condition(C.FAILED)
+    assert failed is not None and failed.reason == "SmokeTestConfigError"
+    assert "j-g0-1" in deleted(plan)  # the still-running pod is cleaned (cleanPodPolicy Running)
+    assert plan.status.completion_time is not None
+
+
+def test_gate_timeout_restarts_without_excluding() -> None:
+    pods = [Pod(0).on("n1").gate(SmokeExit.TIMEOUT, check="rendezvous.timeout").obj(), Pod(1).on("n2").obj()]
+    plan = run(job(), started(), pods)
+    assert plan.status.phase == Phase.RESTARTING
+    assert plan.status.excluded_nodes == ()
+
+
+def test_gate_failures_until_backoff_limit_fail_the_job_with_the_last_reason() -> None:
+    status = started(restarts=2, gang_generation=2)
+    pods = [Pod(0, 2).on("n3").gate(1, check="gpu.ecc").obj(), Pod(1, 2).on("n2").obj()]
+    plan = run(job(backoff_limit=2), status, pods)
+    assert plan.status.phase == Phase.FAILED
+    failed = plan.status.condition(C.FAILED)
+    assert failed is not None and failed.reason == "BackoffLimitExceeded"
+    assert "backoffLimit (2)" in failed.message and "gpu.ecc" in failed.message
+    assert plan.status.excluded_nodes == ("n3",)
+
+
+def test_worker_failure_while_running_restarts_the_gang_and_counts() -> None:
+    running = [Pod(0).on("n1").running().obj(), Pod(1).on("n2").exited(137).obj()]
+    plan = run(job(), started(phase=Phase.RUNNING), running)
+    assert plan.status.restarts == 1
+    assert plan.status.phase == Phase.RESTARTING
+    assert deleted(plan) == {"j-g0-0", "j-g0-1"}
+    cond = plan.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "PodFailed" and "137" in cond.message
+    assert plan.status.excluded_nodes == ()
+
+
+def test_permanent_exit_code_fails_at_once() -> None:
+    pods = [Pod(0).on("n1").running().obj(), Pod(1).on("n2").exited(127).obj()]
+    plan = run(job(), started(phase=Phase.RUNNING), pods)
+    assert plan.status.phase == Phase.FAILED
+    assert plan.status.restarts == 0
+    assert "command not found" in plan.status.message
+
+
+def test_rank0_success_succeeds_and_cleans_running_pods_per_policy() -> None:
+    pods = [Pod(0).on("n1").exited(0).obj(), Pod(1).on("n2").running().obj()]
+    for policy, expect in (
+        (CleanPodPolicy.RUNNING, {"j-g0-1"}),
+        (CleanPodPolicy.ALL, {"j-g0-0", "j-g0-1"}),
+        (CleanPodPolicy.NONE, set()),
+    ):
+        plan = run(job(clean=policy), started(phase=Phase.RUNNING), pods)
+        assert plan.status.phase == Phase.SUCCEEDED
+        assert plan.status.is_true(C.SUCCEEDED) and not plan.status.is_true(C.RUNNING)
+        assert deleted(plan) == expect, policy
+
+
+def test_worker_finishing_first_keeps_the_job_running() -> None:
+    pods = [Pod(0).on("n1").running().obj(), Pod(1).on("n2").exited(0).obj()]
+    plan = run(job(), started(phase=Phase.RUNNING), pods)
+    assert plan.status.phase == Phase.RUNNING
+    assert plan.delete_pods == ()
+
+
+def test_deadline_fails_with_deadline_exceeded_and_removes_all_pods() -> None:
+    pods = [Pod(0).on("n1").running().obj(), Pod(1).on("n2").running().obj()]
+    before = run(job(deadline=60), started(phase=Phase.RUNNING), pods, now_s=50)
+    assert before.status.phase == Phase.RUNNING and before.requeue_after == 10
+    after = run(job(deadline=60, clean=CleanPodPolicy.NONE), started(phase=Phase.RUNNING), pods, now_s=60)
+    assert after.status.phase == Phase.FAILED
+    failed = after.status.condition(C.FAILED)
+    assert failed is not None and failed.reason == "DeadlineExceeded"
+    assert deleted(after) == {"j-g0-0", "j-g0-1"}
+    assert "DeadlineExceeded" in reasons(after)
+
+
+def test_ttl_deletes_the_finished_job_and_never_recreates_pods() -> None:
+    done = run(job(ttl=30), started(phase=Phase.RUNNING), [Pod(0).on("n1").exited(0).obj()], now_s=10)
+    assert done.status.phase == Phase.SUCCEEDED and done.requeue_after == 30
+    early = run(job(ttl=30), done.status, [], now_s=20)
+    assert not early.delete_job and early.create_ranks == () and early.requeue_after == 20
+    late = run(job(ttl=30), done.status, [], now_s=40)
+    assert late.delete_job and late.create_ranks == ()
+
+
+def test_suspend_deletes_pods_keeps_status_and_resume_recreates() -> None:
+    status = started(phase=Phase.RUNNING, restarts=1, gang_generation=1, excluded_nodes=("n3",))
+    pods = [Pod(0, 1).on("n1").running().obj(), Pod(1, 1).on("n2").running().obj()]
+    suspended = run(job(suspend=True), status, pods, now_s=5)
+    assert suspended.status.phase == Phase.SUSPENDED
+    assert deleted(suspended) == {"j-g1-0", "j-g1-1"}
+    assert suspended.status.restarts == 1 and suspended.status.excluded_nodes == ("n3",)
+    assert suspended.status.gang_generation == 2 and suspended.status.start_time is None
+    assert suspended.create_ranks == ()
+    resumed = run(job(), suspended.status, [], now_s=9)
+    assert resumed.status.phase == Phase.PENDING
+    assert resumed.create_ranks == (0, 1)
+    assert resumed.status.start_time == at(9)
+    assert not resumed.status.is_true(C.SUSPENDED) and "Resumed" in reasons(resumed)
+
+
+def test_job_created_suspended_creates_no_pods() -> None:
+    plan = run(job(suspend=True), JobStatus())
+    assert plan.status.phase == Phase.SUSPENDED
+    assert plan.create_ranks == () and plan.delete_pods == ()
+    assert plan.status.gang_generation == 0
+
+
+def test_pods_on_a_not_ready_node_are_force_deleted_after_the_grace_and_the_gang_restarts() -> None:
+    pods = [Pod(0).on("n1").running().obj(), Pod(1).on("n2").running().obj()]
+    nodes = {**NODES, "n2": not_ready("n2", since=at(0))}
+    early = run(job(), started(phase=Phase.RUNNING), pods, nodes=nodes, now_s=10)
+    assert early.status.phase == Phase.RUNNING and early.requeue_after == 20
+    late = run(job(), started(phase=Phase.RUNNING), pods, nodes=nodes, now_s=31)
+    assert late.status.phase == Phase.RESTARTING
+    forced = {d.name for d in late.delete_pods if d.force}
+    assert forced == {"j-g0-1"} and deleted(late) == {"j-g0-0", "j-g0-1"}
+    cond = late.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "NodeNotReady"
+
+
+def test_pod_stuck_terminating_is_force_deleted() -> None:
+    status = started(gang_generation=1, restarts=1, phase=Phase.RESTARTING)
+    stuck = [Pod(0, 0).on("n1").deleting(at(0)).obj()]
+    assert not any(d.force for d in run(job(), status, stuck, now_s=30).delete_pods)
+    assert [d.force for d in run(job(), status, stuck, now_s=61).delete_pods] == [True]
+
+
+def test_missing_pod_is_created_before_the_gang_starts_and_restarts_it_after() -> None:
+    half = run(job(), started(), [Pod(0).on("n1").obj()])
+    assert half.create_ranks == (1,) and half.status.restarts == 0
+    lost = run(job(), started(phase=Phase.SMOKE_TESTING), [Pod(0).on("n1").gate_running().obj()])
+    assert lost.status.phase == Phase.RESTARTING
+    cond = lost.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "PodDeleted"
+
+
+def test_deleting_job_gets_an_empty_plan() -> None:
+    status = started()
+    plan = run(job(deleting=True), status, [Pod(0).obj()])
+    assert plan.status == status and plan.delete_pods == () and plan.create_ranks == () and plan.events == ()
+
+
+def test_old_generation_pods_are_deleted_never_adopted() -> None:
+    status = started(gang_generation=2, restarts=2)
+    plan = run(job(), status, [Pod(0, 1).on("n1").running().obj(), Pod(0, 2).on("n2").obj()])
+    assert deleted(plan) == {"j-g1-0"}
+    assert plan.create_ranks == ()  # waits for the old pod to go before completing the new gang
