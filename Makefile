@@ -55,6 +55,7 @@ bench: venv
 
 # Regenerates every generated file from its single source (each area adds its line).
 generate: venv
+	$(PY) -m hyperframe.api.crd crds
 
 images:
 	bash images/build.sh

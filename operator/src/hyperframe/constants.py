@@ -33,6 +33,8 @@ __all__ = [
     "RESERVED_ENV",
     "ENV_STATUS_URL",
     "ENV_STATUS_TOKEN_FILE",
+    "STATUS_TOKEN_AUDIENCE",
+    "STATUS_TOKEN_DIR",
     "INIT_CONTAINER_NAME",
     "MAIN_CONTAINER_NAME",
 ]
@@ -87,6 +89,10 @@ CONFIG_FILE_NAME: Final = "job.json"
 # Progress reporting from the runtime to the operator's status endpoint.
 ENV_STATUS_URL: Final = "HYPERFRAME_STATUS_URL"
 ENV_STATUS_TOKEN_FILE: Final = "HYPERFRAME_STATUS_TOKEN_FILE"
+# The renderer mounts a projected service-account token with this audience at STATUS_TOKEN_DIR/token;
+# the operator's status endpoint accepts only tokens for this audience (TokenReview).
+STATUS_TOKEN_AUDIENCE: Final = "hyperframe.dev/status"
+STATUS_TOKEN_DIR: Final = "/var/run/secrets/hyperframe.dev/status"
 
 # Environment names the renderer owns; a job that sets one of them is rejected.
 RESERVED_ENV: Final = frozenset(

@@ -1,0 +1,269 @@
+"""Parse plain dicts into model dataclasses (collecting every error) and dump them back.
+
+Parsing is strict the way ``kubectl apply --validate=strict`` is: unknown fields are errors
+(with a did-you-mean), because a misspelt field that is silently ignored is the worst kind of
+bug in a training job. Every error carries the full field path.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+from collections.abc import Mapping
+from typing import Any, Final, TypeVar, cast
+
+from hyperframe.api.errors import FieldError, SpecError
+from hyperframe.api.fields import FORMATS, FieldMeta, Rule, field_meta, json_name
+from hyperframe.api.introspect import Shape, model_fields
+
+__all__ = ["dump", "expectation", "parse", "rules_of"]
+
+T = TypeVar("T")
+
+
+class _Invalid:
+    """Marker for a value that failed to parse (its errors are already recorded)."""
+
+
+_INVALID: Final = _Invalid()
+
+_NO_META = FieldMeta(doc="")
+
+
+def rules_of(cls: type[Any]) -> tuple[Rule, ...]:
+    """The cross-field rules declared on a model class (``__rules__``)."""
+    rules = getattr(cls, "__rules__", ())
+    return tuple(rules)
+
+
+def parse(cls: type[T], obj: Any, *, path: str) -> T:
+    """Parse ``obj`` into ``cls``; raise :class:`SpecError` listing every problem found."""
+    errors: list[FieldError] = []
+    value = _parse_model(cls, obj, path, errors)
+    if errors or isinstance(value, _Invalid):
+        raise SpecError(errors or [FieldError(path, "invalid", "fix the errors above")])
+    return cast(T, value)
+
+
+def dump(value: Any) -> Any:
+    """A model (or any value inside one) as plain JSON-compatible data, wire names, no Nones."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for f, _shape in model_fields(type(value)):
+            v = getattr(value, f.name)
+            if v is not None:
+                out[json_name(f)] = dump(v)
+        return out
+    if isinstance(value, tuple | list):
+        return [dump(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): dump(v) for k, v in value.items()}
+    return value
+
+
+def _describe(v: Any) -> str:
+    if isinstance(v, bool):
+        return f"boolean {str(v).lower()}"
+    if isinstance(v, int):
+        return f"integer {v}"
+    if isinstance(v, float):
+        return f"number {v}"
+    if isinstance(v, str):
+        return f'string "{v}"'
+    if isinstance(v, list):
+        return "a list"
+    if isinstance(v, Mapping):
+        return "an object"
+    return type(v).__name__
+
+
+def _bounds(meta: FieldMeta) -> str:
+    parts = []
+    if meta.minimum is not None:
+        parts.append(f">= {meta.minimum:g}")
+    if meta.maximum is not None:
+        parts.append(f"<= {meta.maximum:g}")
+    return " and ".join(parts)
+
+
+def expectation(shape: Shape, meta: FieldMeta) -> str:
+    """A short phrase for what a field accepts, used in error fixes and in the docs."""
+    kind = shape.kind
+    if kind == "int":
+        b = _bounds(meta)
+        return f"an integer {b}".rstrip()
+    if kind == "float":
+        b = _bounds(meta)
+        return f"a number {b}".rstrip()
+    if kind == "bool":
+        return "true or false"
+    if kind == "enum":
+        return "one of " + ", ".join(shape.choices)
+    if kind == "str":
+        if meta.fmt:
+            fmt = FORMATS[meta.fmt]
+            return f"{fmt.what}, e.g. {fmt.example}"
+        return "a string"
+    if kind == "list":
+        return "a list"
+    if kind == "map":
+        return "a map of string to string"
+    return "an object"
+
+
+def _parse_model(cls: type[Any], obj: Any, path: str, errors: list[FieldError]) -> Any:
+    if not isinstance(obj, Mapping):
+        errors.append(
+            FieldError(path, f"expected an object, got {_describe(obj)}", "write a mapping of fields")
+        )
+        return _INVALID
+    ok = True
+    known: list[str] = []
+    kwargs: dict[str, Any] = {}
+    for f, shape in model_fields(cls):
+        name = json_name(f)
+        known.append(name)
+        sub = f"{path}.{name}"
+        raw = obj.get(name)
+        if raw is None:
+            if f.default is not dataclasses.MISSING:
+                kwargs[f.name] = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                kwargs[f.name] = f.default_factory()
+            else:
+                meta = field_meta(f)
+                errors.append(
+                    FieldError(sub, "required field is missing", f"set it to {expectation(shape, meta)}")
+                )
+                ok = False
+            continue
+        value = _parse_value(shape, field_meta(f), raw, sub, errors)
+        if isinstance(value, _Invalid):
+            ok = False
+        else:
+            kwargs[f.name] = value
+    for key in obj:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f'did you mean "{close[0]}"?' if close else "known fields: " + ", ".join(known)
+            errors.append(
+                FieldError(f"{path}.{key}", "unknown field", f"remove it or fix the spelling ({hint})")
+            )
+            ok = False
+    if not ok:
+        return _INVALID
+    instance = cls(**kwargs)
+    for rule in rules_of(cls):
+        problem = rule.check(instance) if rule.check is not None else None
+        if problem is not None:
+            errors.append(FieldError(path + rule.field_path, problem, rule.fix))
+            ok = False
+    return instance if ok else _INVALID
+
+
+def _parse_value(shape: Shape, meta: FieldMeta, v: Any, path: str, errors: list[FieldError]) -> Any:
+    kind = shape.kind
+    bad = len(errors)
+
+    def fail(problem: str, fix: str | None = None) -> _Invalid:
+        errors.append(FieldError(path, problem, fix or f"use {expectation(shape, meta)}"))
+        return _INVALID
+
+    if kind == "model":
+        assert shape.model is not None  # guaranteed by shape_of
+        return _parse_model(shape.model, v, path, errors)
+    if kind == "raw":
+        if not isinstance(v, Mapping):
+            return fail(f"expected an object, got {_describe(v)}")
+        for key in meta.raw_keys:
+            if not isinstance(v.get(key), str) or not v.get(key):
+                errors.append(FieldError(f"{path}.{key}", "required string field is missing", f"set {key}"))
+        return copy.deepcopy(dict(v)) if len(errors) == bad else _INVALID
+    if kind == "str":
+        if meta.fmt == "quantity" and isinstance(v, int) and not isinstance(v, bool):
+            v = str(v)
+        if not isinstance(v, str):
+            return fail(f"expected a string, got {_describe(v)}")
+        if meta.min_length is not None and len(v) < meta.min_length:
+            return fail(f"must not be shorter than {meta.min_length} characters", "set a non-empty value")
+        if meta.max_length is not None and len(v) > meta.max_length:
+            return fail(f"is {len(v)} characters, longer than {meta.max_length}", "shorten it")
+        if meta.fmt is not None and not FORMATS[meta.fmt].matches(v):
+            return fail(f'"{v}" is not {FORMATS[meta.fmt].what}')
+        return v
+    if kind == "int":
+        if isinstance(v, bool) or not isinstance(v, int):
+            return fail(f"expected an integer, got {_describe(v)}")
+        return _check_bounds(v, meta, fail)
+    if kind == "float":
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return fail(f"expected a number, got {_describe(v)}")
+        return _check_bounds(float(v), meta, fail)
+    if kind == "bool":
+        if not isinstance(v, bool):
+            return fail(f"expected true or false, got {_describe(v)}")
+        return v
+    if kind == "enum":
+        if not isinstance(v, str) or v not in shape.choices:
+            return fail(f"unknown value {_describe(v)}")
+        return v
+    if kind == "map":
+        if not isinstance(v, Mapping):
+            return fail(f"expected a map, got {_describe(v)}")
+        assert shape.item is not None
+        out: dict[str, Any] = {}
+        for key, item in v.items():
+            parsed = _parse_value(shape.item, _NO_META, item, f"{path}.{key}", errors)
+            if not isinstance(parsed, _Invalid):
+                out[str(key)] = parsed
+        return out if len(errors) == bad else _INVALID
+    # list
+    if not isinstance(v, list):
+        return fail(f"expected a list, got {_describe(v)}")
+    if meta.min_items is not None and len(v) < meta.min_items:
+        return fail(f"has {len(v)} items, fewer than {meta.min_items}", f"give at least {meta.min_items}")
+    if meta.max_items is not None and len(v) > meta.max_items:
+        return fail(f"has {len(v)} items, more than {meta.max_items}", f"give at most {meta.max_items}")
+    assert shape.item is not None
+    item_meta = FieldMeta(doc="", raw_keys=meta.raw_keys, fmt=meta.fmt, max_length=meta.max_length)
+    items = [_parse_value(shape.item, item_meta, item, f"{path}[{i}]", errors) for i, item in enumerate(v)]
+    if len(errors) != bad:
+        return _INVALID
+    _check_unique(items, meta, path, errors)
+    return tuple(items) if len(errors) == bad else _INVALID
+
+
+def _check_bounds(v: float, meta: FieldMeta, fail: Any) -> Any:
+    if meta.minimum is not None and v < meta.minimum:
+        return fail(f"{v:g} is below the minimum {meta.minimum:g}", f"use a value >= {meta.minimum:g}")
+    if meta.maximum is not None and v > meta.maximum:
+        return fail(f"{v:g} is above the maximum {meta.maximum:g}", f"use a value <= {meta.maximum:g}")
+    return v
+
+
+def _check_unique(items: list[Any], meta: FieldMeta, path: str, errors: list[FieldError]) -> None:
+    seen: dict[Any, int] = {}
+    for i, item in enumerate(items):
+        if meta.map_keys and isinstance(item, Mapping):
+            key: Any = tuple(item.get(k) for k in meta.map_keys)
+            label = ", ".join(f"{k}={item.get(k)}" for k in meta.map_keys)
+        elif meta.map_keys:
+            key = tuple(getattr(item, k, None) for k in meta.map_keys)
+            if dataclasses.is_dataclass(item):
+                names = {f.name: json_name(f) for f, _ in model_fields(type(item))}
+                label = ", ".join(f"{names.get(k, k)}={getattr(item, k)}" for k in meta.map_keys)
+            else:
+                label = str(key)
+        elif meta.unique_items:
+            key, label = item, str(item)
+        else:
+            return
+        if key in seen:
+            errors.append(
+                FieldError(
+                    f"{path}[{i}]", f"duplicate entry ({label}) also at index {seen[key]}", "remove one"
+                )
+            )
+        else:
+            seen[key] = i

@@ -1,0 +1,188 @@
+"""Declarative field metadata shared by the parser, the OpenAPI generator and the docs.
+
+A model is a frozen dataclass whose fields are declared with :func:`spec_field`. The same
+declaration drives three consumers, so they cannot drift:
+
+* :mod:`hyperframe.api.codec` parses plain dicts into the dataclasses and reports every error;
+* :mod:`hyperframe.api.openapi` turns the dataclasses into the CRD's OpenAPI v3 schema;
+* :mod:`hyperframe.api.docgen` writes the field reference in ``docs/api.md``.
+
+Cross-field rules are :class:`Rule` objects: a CEL expression the API server enforces, next to
+the Python check that :func:`hyperframe.api.codec.parse` runs for ``hyperframe render``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = [
+    "FORMATS",
+    "META_KEY",
+    "FieldMeta",
+    "Format",
+    "Rule",
+    "field_meta",
+    "json_name",
+    "spec_field",
+]
+
+META_KEY: Final = "hyperframe"
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """A string format: one regex for both the schema ``pattern`` and the Python check."""
+
+    pattern: str
+    what: str
+    """What a valid value is, e.g. ``a Kubernetes quantity``."""
+    example: str
+    """An example valid value, used in the fix text."""
+
+    def matches(self, value: str) -> bool:
+        return re.fullmatch(self.pattern, value) is not None
+
+
+_QUANTITY = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+
+FORMATS: Final[dict[str, Format]] = {
+    "quantity": Format(_QUANTITY, "a Kubernetes quantity", "16Gi"),
+    "image-digest": Format(
+        r"^[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[a-f0-9]{64}$",
+        "an image reference pinned by digest (repo@sha256:<64 hex>)",
+        "registry.example.com/hyperframe/framework@sha256:" + "0" * 64,
+    ),
+    "dns-label": Format(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "a DNS-1123 label", "my-name"),
+    "dns-subdomain": Format(
+        r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        "a DNS-1123 subdomain",
+        "my-name.example",
+    ),
+    "env-name": Format(r"^[A-Za-z_][A-Za-z0-9_]*$", "an environment variable name", "MY_VAR"),
+    "resource-name": Format(
+        r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$",
+        "an extended resource name (domain/name)",
+        "nvidia.com/gpu",
+    ),
+    "python-module": Format(
+        r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(:[A-Za-z_][A-Za-z0-9_]*)?$",
+        "a dotted Python module path, optionally with :function",
+        "my_project.train:main",
+    ),
+    "absolute-path": Format(r"^/.*$", "an absolute path", "/checkpoints"),
+    "date-time": Format(
+        r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$",
+        "an RFC 3339 date-time",
+        "2026-01-02T03:04:05Z",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rule:
+    """A cross-field rule: CEL for the API server plus the same rule in Python.
+
+    ``check`` receives the parsed object and returns ``None`` when the rule holds, otherwise the
+    problem text (with the offending values). Transition rules (``self == oldSelf``) have no
+    Python check: only the API server sees the old object.
+    """
+
+    cel: str
+    message: str
+    """Static message for the API server (used when no message_expression)."""
+    fix: str
+    """How to fix a violation; appended to both messages."""
+    field_path: str = ""
+    """Path of the offending field relative to the object, e.g. ``.parallelism``."""
+    message_expression: str | None = None
+    """Optional CEL string expression with the actual values, same wording as ``check``."""
+    check: Callable[[Any], str | None] | None = None
+    reason: str = "FieldValueInvalid"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FieldMeta:
+    """Validation and documentation attached to one dataclass field."""
+
+    doc: str
+    json: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    min_items: int | None = None
+    max_items: int | None = None
+    fmt: str | None = None
+    immutable: bool = False
+    """Adds the CEL transition rule ``self == oldSelf``: the field cannot change after creation."""
+    unique_items: bool = False
+    """For lists of scalars: a set (``x-kubernetes-list-type: set``)."""
+    map_keys: tuple[str, ...] = ()
+    """For lists of objects keyed by these fields (``x-kubernetes-list-type: map``)."""
+    raw_keys: tuple[str, ...] = ()
+    """For free-form (pass-through) objects or lists of them: string keys that must be present."""
+    example: str | None = None
+
+
+def spec_field(
+    doc: str,
+    *,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+    json: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    min_length: int | None = None,
+    max_length: int | None = None,
+    min_items: int | None = None,
+    max_items: int | None = None,
+    fmt: str | None = None,
+    immutable: bool = False,
+    unique_items: bool = False,
+    map_keys: tuple[str, ...] = (),
+    raw_keys: tuple[str, ...] = (),
+    example: str | None = None,
+) -> Any:
+    """Declare a model field. Without a default the field is required."""
+    if fmt is not None and fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}")
+    meta = FieldMeta(
+        doc=doc,
+        json=json,
+        minimum=minimum,
+        maximum=maximum,
+        min_length=min_length,
+        max_length=max_length,
+        min_items=min_items,
+        max_items=max_items,
+        fmt=fmt,
+        immutable=immutable,
+        unique_items=unique_items,
+        map_keys=map_keys,
+        raw_keys=raw_keys,
+        example=example,
+    )
+    md = {META_KEY: meta}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=md)
+    return dataclasses.field(default=default, metadata=md)
+
+
+def field_meta(f: dataclasses.Field[Any]) -> FieldMeta:
+    meta = f.metadata.get(META_KEY)
+    if not isinstance(meta, FieldMeta):
+        raise TypeError(f"field {f.name!r} was not declared with spec_field()")
+    return meta
+
+
+def json_name(f: dataclasses.Field[Any]) -> str:
+    """The wire name: the declared one, else the snake_case name in camelCase."""
+    meta = field_meta(f)
+    if meta.json:
+        return meta.json
+    head, *rest = f.name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)

@@ -1,0 +1,73 @@
+"""Classify the type annotations of model dataclasses into a few shapes.
+
+The parser, the schema generator and the docs generator all walk models through this one
+classification, so a type the three disagree on cannot exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Union
+
+__all__ = ["Shape", "model_fields", "shape_of"]
+
+Kind = Literal["str", "int", "float", "bool", "enum", "list", "map", "raw", "model"]
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The shape of one annotation. ``optional`` means ``X | None``."""
+
+    kind: Kind
+    optional: bool = False
+    item: Shape | None = None
+    """Element shape for ``list`` and value shape for ``map``."""
+    model: type[Any] | None = None
+    choices: tuple[str, ...] = ()
+
+
+_SCALARS: dict[Any, Kind] = {str: "str", int: "int", float: "float", bool: "bool"}
+
+
+def shape_of(tp: Any) -> Shape:
+    """Classify a resolved annotation."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1 or len(args) != 2:
+            raise TypeError(f"only X | None unions are supported, got {tp!r}")
+        inner = shape_of(rest[0])
+        return dataclasses.replace(inner, optional=True)
+    if origin is Literal:
+        return Shape("enum", choices=tuple(str(a) for a in args))
+    if origin is tuple:
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise TypeError(f"only tuple[X, ...] is supported, got {tp!r}")
+        return Shape("list", item=shape_of(args[0]))
+    if origin in (Mapping, dict, typing.Mapping):
+        if args[1] is Any:
+            return Shape("raw")
+        return Shape("map", item=shape_of(args[1]))
+    if tp in _SCALARS:
+        return Shape(_SCALARS[tp])
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return Shape("model", model=tp)
+    raise TypeError(f"unsupported annotation {tp!r}")
+
+
+_FIELDS: dict[type[Any], tuple[tuple[dataclasses.Field[Any], Shape], ...]] = {}
+
+
+def model_fields(cls: type[Any]) -> tuple[tuple[dataclasses.Field[Any], Shape], ...]:
+    """The dataclass fields of a model with their shapes, in declaration order (cached)."""
+    cached = _FIELDS.get(cls)
+    if cached is None:
+        hints = typing.get_type_hints(cls)
+        cached = tuple((f, shape_of(hints[f.name])) for f in dataclasses.fields(cls))
+        _FIELDS[cls] = cached
+    return cached

@@ -1,0 +1,403 @@
+"""HyperFrameJob spec (namespaced, short name hfj): what the ML engineer writes.
+
+Cross-field rules live next to the fields as :class:`~hyperframe.api.fields.Rule` objects: each
+is enforced by the API server (CEL) and by ``hyperframe render`` (Python) with the same wording.
+"""
+
+# spec_field() returns dataclasses.field(...) with metadata; ruff cannot see that.
+# ruff: noqa: RUF009
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Literal
+
+from hyperframe.api.builtin_models import BuiltinName
+from hyperframe.api.fields import Rule, spec_field
+from hyperframe.api.kube import EnvVar, Toleration, VolumeMount
+
+__all__ = [
+    "MAX_JOB_NAME_LENGTH",
+    "POLICIES_NEEDING_DEPTH",
+    "SCHEDULE_POLICIES",
+    "BuiltinModel",
+    "Checkpoint",
+    "Entrypoint",
+    "Frames",
+    "JobSpec",
+    "NodeResources",
+    "Parallelism",
+    "RunPolicy",
+    "RuntimeOverrides",
+    "RuntimeRef",
+    "SchedulePolicy",
+    "SmokeOverrides",
+    "UserModule",
+    "procs_per_node",
+]
+
+# Rendered names add "-g<generation>-<rank>" (pod) and "-<rank>" (hostname) to the job name and
+# must stay DNS labels (<= 63 characters): 48 leaves room for 5-digit generations and ranks.
+MAX_JOB_NAME_LENGTH: Final = 48
+
+SchedulePolicy = Literal["hyperframe", "gpipe", "1f1b", "interleaved1f1b", "zbv"]
+SCHEDULE_POLICIES: Final[tuple[str, ...]] = ("hyperframe", "gpipe", "1f1b", "interleaved1f1b", "zbv")
+# Schedules that fill the pipeline with one micro-batch per stage before the steady state, so
+# fewer micro-batches per frame than pipeline stages cannot run (torch raises on it).
+POLICIES_NEEDING_DEPTH: Final[tuple[str, ...]] = ("1f1b", "interleaved1f1b", "zbv")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeRef:
+    """Which HyperFrameRuntime (cluster-scoped) supplies the images and pod defaults."""
+
+    name: str = spec_field("Name of the HyperFrameRuntime.", fmt="dns-subdomain", max_length=253)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeResources:
+    """CPU and memory per node (per pod); unset values come from the runtime."""
+
+    cpu: str | None = spec_field("CPU request per node, e.g. 32.", default=None, fmt="quantity")
+    memory: str | None = spec_field(
+        "Memory request and limit per node, e.g. 512Gi.", default=None, fmt="quantity"
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parallelism:
+    """The parallel layout; pipeline x data must equal the number of ranks."""
+
+    pipeline: int = spec_field("Pipeline stages (ranks per pipeline).", minimum=1, maximum=512)
+    data: int = spec_field("Data-parallel replicas of the pipeline.", default=1, minimum=1, maximum=65536)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """Checkpoint at frame boundaries into a volume of spec.volumes."""
+
+    every_frames: int = spec_field("Save every N frames (and after the last).", minimum=1, maximum=1000000)
+    volume: str = spec_field(
+        "Name of a volume in spec.volumes to write into.", fmt="dns-label", max_length=63
+    )
+    path: str = spec_field(
+        "Where that volume is mounted in the trainer.",
+        default="/checkpoints",
+        fmt="absolute-path",
+        max_length=4096,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frames:
+    """Training in frames: a frame is one schedule of micro-batches ending in an optimizer step."""
+
+    frames: int = spec_field("Number of frames (optimizer steps) to train.", minimum=1, maximum=100000000)
+    micro_batches_per_frame: int = spec_field("Micro-batches per frame.", default=8, minimum=1, maximum=4096)
+    micro_batch_size: int = spec_field("Samples per micro-batch.", default=1, minimum=1, maximum=65536)
+    schedule_policy: SchedulePolicy = spec_field(
+        "Pipeline schedule: hyperframe (cost-model planner, re-planned between frames) or one of "
+        "torch's gpipe, 1f1b, interleaved1f1b, zbv.",
+        default="hyperframe",
+    )
+    replan_every_frames: int = spec_field(
+        "hyperframe policy: re-plan from measured costs every N frames; 0 never re-plans.",
+        default=1,
+        minimum=0,
+        maximum=1000000,
+    )
+    checkpoint: Checkpoint | None = spec_field("Checkpointing; absent means no checkpoints.", default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuiltinModel:
+    """A built-in example model; size parameters default to the preset."""
+
+    model: BuiltinName = spec_field("Preset: tiny-gpt, gpt-small or gpt-medium.")
+    layers: int | None = spec_field("Transformer blocks.", default=None, minimum=1, maximum=1024)
+    hidden_size: int | None = spec_field("Hidden width.", default=None, minimum=8, maximum=65536)
+    heads: int | None = spec_field(
+        "Attention heads; must divide hiddenSize.", default=None, minimum=1, maximum=1024
+    )
+    vocab_size: int | None = spec_field("Vocabulary size.", default=None, minimum=2, maximum=1048576)
+    seq_len: int | None = spec_field("Sequence length.", default=None, minimum=1, maximum=1048576)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserModule:
+    """The user's own training module, importable in the framework image (or a mounted volume)."""
+
+    name: str = spec_field("Module path, optionally :function.", fmt="python-module", max_length=512)
+    args: tuple[str, ...] = spec_field("Arguments passed to it.", default=(), max_items=256, max_length=4096)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entrypoint:
+    """What to train: exactly one of builtin or module."""
+
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            cel="has(self.builtin) != has(self.module)",
+            message="exactly one of builtin or module must be set",
+            fix="keep either entrypoint.builtin or entrypoint.module",
+            check=lambda e: (
+                None
+                if (e.builtin is None) != (e.module is None)
+                else "exactly one of builtin or module must be set"
+            ),
+        ),
+    )
+
+    builtin: BuiltinModel | None = spec_field("A built-in example model.", default=None)
+    module: UserModule | None = spec_field("A user module.", default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPolicy:
+    """Lifecycle policy (same names as Kubeflow's runPolicy)."""
+
+    backoff_limit: int = spec_field(
+        "Gang restarts allowed before the job fails.", default=3, minimum=0, maximum=1000
+    )
+    active_deadline_seconds: int | None = spec_field(
+        "Fail the job when it has run this long (from start, restarts included).", default=None, minimum=1
+    )
+    ttl_seconds_after_finished: int | None = spec_field(
+        "Delete the job this long after it finished; unset keeps it.", default=None, minimum=0
+    )
+    clean_pod_policy: Literal["All", "Running", "None"] = spec_field(
+        "Which pods to delete when the job finishes: All, Running (still-running ones; finished pods "
+        "stay for their logs) or None.",
+        default="Running",
+    )
+    suspend: bool = spec_field(
+        "Suspended jobs have no pods; set to false to (re)start. Kueue sets it on admission.", default=False
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmokeOverrides:
+    """Job-level smoke-gate overrides (each must be allowed by the runtime)."""
+
+    enabled: bool | None = spec_field("Overrides smoke.enabled.", default=None)
+    min_bus_bandwidth_gbps: float | None = spec_field(
+        "Overrides smoke.minBusBandwidthGBps.",
+        json="minBusBandwidthGBps",
+        default=None,
+        minimum=0,
+        maximum=100000,
+    )
+    timeout_seconds: int | None = spec_field(
+        "Overrides smoke.timeoutSeconds.", default=None, minimum=10, maximum=7200
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeOverrides:
+    """Overrides of the runtime's pod defaults; each must be listed in the runtime's allowedOverrides."""
+
+    shm_size: str | None = spec_field("Overrides pod.shmSize.", default=None, fmt="quantity")
+    env: tuple[EnvVar, ...] | None = spec_field(
+        "Entries replacing (by name) or adding to pod.env.", default=None, max_items=128, map_keys=("name",)
+    )
+    tolerations: tuple[Toleration, ...] | None = spec_field(
+        "Replaces pod.tolerations.", default=None, max_items=32
+    )
+    node_selector: Mapping[str, str] | None = spec_field(
+        "Replaces pod.nodeSelector.", default=None, max_items=32
+    )
+    scheduler_name: str | None = spec_field("Overrides pod.schedulerName.", default=None, max_length=253)
+    priority_class_name: str | None = spec_field(
+        "Overrides pod.priorityClassName.", default=None, fmt="dns-subdomain", max_length=253
+    )
+    host_network: bool | None = spec_field("Overrides pod.hostNetwork.", default=None)
+    smoke: SmokeOverrides | None = spec_field("Smoke-gate overrides.", default=None)
+
+
+def procs_per_node(spec: JobSpec) -> int:
+    """Ranks per node: one per GPU, or procsPerNode for CPU jobs (0 when unset, an invalid job)."""
+    if spec.gpus_per_node > 0:
+        return spec.gpus_per_node
+    return spec.procs_per_node or 0
+
+
+def _product_problem(s: JobSpec) -> str | None:
+    p, d = s.parallelism.pipeline, s.parallelism.data
+    ranks = procs_per_node(s)
+    if p * d == s.nodes * ranks:
+        return None
+    per = f"gpusPerNode ({s.gpus_per_node})" if s.gpus_per_node > 0 else f"procsPerNode ({ranks})"
+    return f"pipeline ({p}) x data ({d}) = {p * d}, but nodes ({s.nodes}) x {per} = {s.nodes * ranks}"
+
+
+def _depth_problem(s: JobSpec) -> str | None:
+    f = s.frames
+    if f.schedule_policy in POLICIES_NEEDING_DEPTH and f.micro_batches_per_frame < s.parallelism.pipeline:
+        return (
+            f"{f.schedule_policy} needs at least one micro-batch per pipeline stage, but "
+            f"microBatchesPerFrame ({f.micro_batches_per_frame}) < pipeline ({s.parallelism.pipeline})"
+        )
+    return None
+
+
+def _volume_names(s: JobSpec) -> set[str]:
+    return {str(v.get("name")) for v in s.volumes}
+
+
+_RANKS_CEL = "(self.gpusPerNode > 0 ? self.gpusPerNode : (has(self.procsPerNode) ? self.procsPerNode : 0))"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobSpec:
+    """spec of a HyperFrameJob."""
+
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            cel="self.gpusPerNode > 0 || has(self.procsPerNode)",
+            message="a CPU job (gpusPerNode 0) needs procsPerNode",
+            fix="set procsPerNode to the number of ranks per node",
+            field_path=".procsPerNode",
+            reason="FieldValueRequired",
+            check=lambda s: (
+                None
+                if s.gpus_per_node > 0 or s.procs_per_node is not None
+                else "a CPU job (gpusPerNode 0) needs procsPerNode"
+            ),
+        ),
+        Rule(
+            cel="self.gpusPerNode == 0 || !has(self.procsPerNode) || self.procsPerNode == self.gpusPerNode",
+            message="a GPU job runs one rank per GPU, so procsPerNode must equal gpusPerNode",
+            message_expression="'a GPU job runs one rank per GPU, but procsPerNode (' + string(self.procsPerNode) "
+            "+ ') != gpusPerNode (' + string(self.gpusPerNode) + ')'",
+            fix="remove procsPerNode",
+            field_path=".procsPerNode",
+            check=lambda s: (
+                None
+                if s.gpus_per_node == 0 or s.procs_per_node in (None, s.gpus_per_node)
+                else f"a GPU job runs one rank per GPU, but procsPerNode ({s.procs_per_node}) != "
+                f"gpusPerNode ({s.gpus_per_node})"
+            ),
+        ),
+        Rule(
+            cel=f"self.parallelism.pipeline * self.parallelism.data == self.nodes * {_RANKS_CEL}",
+            message="pipeline x data must equal nodes x ranks per node",
+            message_expression="'pipeline (' + string(self.parallelism.pipeline) + ') x data (' "
+            "+ string(self.parallelism.data) + ') = ' + string(self.parallelism.pipeline * self.parallelism.data) "
+            "+ ', but nodes (' + string(self.nodes) + ') x ' + (self.gpusPerNode > 0 ? 'gpusPerNode (' "
+            "+ string(self.gpusPerNode) : 'procsPerNode (' + string(" + _RANKS_CEL + ")) + ') = ' "
+            "+ string(self.nodes * " + _RANKS_CEL + ")",
+            fix="make pipeline x data equal to the number of ranks",
+            field_path=".parallelism",
+            check=_product_problem,
+        ),
+        Rule(
+            cel="!(self.frames.schedulePolicy in "
+            + "["
+            + ", ".join(f"'{p}'" for p in POLICIES_NEEDING_DEPTH)
+            + "]) || self.frames.microBatchesPerFrame >= self.parallelism.pipeline",
+            message="this schedule needs at least one micro-batch per pipeline stage",
+            message_expression="self.frames.schedulePolicy + ' needs at least one micro-batch per pipeline "
+            "stage, but microBatchesPerFrame (' + string(self.frames.microBatchesPerFrame) + ') < pipeline (' "
+            "+ string(self.parallelism.pipeline) + ')'",
+            fix="raise frames.microBatchesPerFrame to at least parallelism.pipeline, or use gpipe/hyperframe",
+            field_path=".frames.microBatchesPerFrame",
+            check=_depth_problem,
+        ),
+        Rule(
+            cel="self.frames.schedulePolicy != 'interleaved1f1b' "
+            "|| self.frames.microBatchesPerFrame % self.parallelism.pipeline == 0",
+            message="interleaved1f1b needs microBatchesPerFrame to be a multiple of pipeline",
+            message_expression="'interleaved1f1b needs microBatchesPerFrame (' + string(self.frames.microBatchesPerFrame) "
+            "+ ') to be a multiple of pipeline (' + string(self.parallelism.pipeline) + ')'",
+            fix="use a multiple of parallelism.pipeline",
+            field_path=".frames.microBatchesPerFrame",
+            check=lambda s: (
+                None
+                if s.frames.schedule_policy != "interleaved1f1b"
+                or s.frames.micro_batches_per_frame % s.parallelism.pipeline == 0
+                else f"interleaved1f1b needs microBatchesPerFrame ({s.frames.micro_batches_per_frame}) to be a "
+                f"multiple of pipeline ({s.parallelism.pipeline})"
+            ),
+        ),
+        Rule(
+            cel="!has(self.frames.checkpoint) || self.volumes.exists(v, v.name == self.frames.checkpoint.volume)",
+            message="the checkpoint volume is not in spec.volumes",
+            message_expression="'volume ' + self.frames.checkpoint.volume + ' is not in spec.volumes'",
+            fix="add a volume with that name to spec.volumes",
+            field_path=".frames.checkpoint.volume",
+            check=lambda s: (
+                None
+                if s.frames.checkpoint is None or s.frames.checkpoint.volume in _volume_names(s)
+                else f"volume {s.frames.checkpoint.volume} is not in spec.volumes"
+            ),
+        ),
+        Rule(
+            cel="self.volumeMounts.all(m, self.volumes.exists(v, v.name == m.name))",
+            message="a volumeMount names a volume that is not in spec.volumes",
+            fix="add the volume to spec.volumes or fix the mount's name",
+            field_path=".volumeMounts",
+            check=lambda s: next(
+                (
+                    f"volumeMounts[{i}] names volume {m.name}, which is not in spec.volumes"
+                    for i, m in enumerate(s.volume_mounts)
+                    if m.name not in _volume_names(s)
+                ),
+                None,
+            ),
+        ),
+        Rule(
+            cel="has(self.procsPerNode) == has(oldSelf.procsPerNode)",
+            message="procsPerNode cannot be added or removed after creation",
+            fix="delete and re-create the job to change its shape",
+            field_path=".procsPerNode",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+    runtime_ref: RuntimeRef = spec_field("The HyperFrameRuntime to use.", immutable=True)
+    nodes: int = spec_field("Number of nodes (one pod per node).", minimum=1, maximum=4096, immutable=True)
+    gpus_per_node: int = spec_field(
+        "GPUs per node; 0 makes a CPU job (gloo), which then needs procsPerNode.",
+        minimum=0,
+        maximum=64,
+        immutable=True,
+    )
+    procs_per_node: int | None = spec_field(
+        "Ranks per node for CPU jobs; GPU jobs run one rank per GPU.",
+        default=None,
+        minimum=1,
+        maximum=256,
+        immutable=True,
+    )
+    parallelism: Parallelism = spec_field("Parallel layout.", immutable=True)
+    frames: Frames = spec_field("Frames and schedule.")
+    entrypoint: Entrypoint = spec_field("What to train.")
+    resources: NodeResources = spec_field("CPU and memory per node.", default_factory=NodeResources)
+    env: tuple[EnvVar, ...] = spec_field(
+        "Extra environment for the trainer; names HyperFrame sets are rejected.",
+        default=(),
+        max_items=128,
+        map_keys=("name",),
+    )
+    volumes: tuple[Mapping[str, Any], ...] = spec_field(
+        "Pod volumes (core/v1 Volume, passed through), e.g. a PVC for checkpoints or data.",
+        default=(),
+        max_items=64,
+        map_keys=("name",),
+        raw_keys=("name",),
+    )
+    volume_mounts: tuple[VolumeMount, ...] = spec_field(
+        "Mounts of those volumes in the trainer and smoke-gate containers.", default=(), max_items=64
+    )
+    run_policy: RunPolicy = spec_field("Lifecycle policy.", default_factory=RunPolicy)
+    runtime_overrides: RuntimeOverrides = spec_field(
+        "Overrides of the runtime's defaults, each allowed by the runtime's allowedOverrides.",
+        default_factory=RuntimeOverrides,
+    )
+    queue_name: str | None = spec_field(
+        "Kueue LocalQueue: opt-in; the pods then form a Kueue plain pod group admitted as one workload.",
+        default=None,
+        fmt="dns-subdomain",
+        max_length=253,
+    )

@@ -1,0 +1,232 @@
+"""Resolve a job against its runtime: runtime defaults, then the job overrides the runtime allows.
+
+This is where rules that need *both* objects live (the API server cannot check them): an
+override the runtime forbids, a user env name that shadows the runtime's golden table, a GPU
+job on a CPU profile, a built-in model too shallow for the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hyperframe.api.builtin_models import BUILTIN_MODELS
+from hyperframe.api.codec import dump
+from hyperframe.api.errors import FieldError, SpecError
+from hyperframe.api.job import BuiltinModel, JobSpec, procs_per_node
+from hyperframe.api.kube import EnvVar, Toleration
+from hyperframe.api.models import HyperFrameJob, HyperFrameRuntime
+from hyperframe.api.names import check_name_lengths, master_addr
+from hyperframe.api.quantity import quantity_bytes
+from hyperframe.api.resolved import (
+    JobIdentity,
+    Rendezvous,
+    ResolvedBuiltin,
+    ResolvedEntrypoint,
+    ResolvedFrames,
+    ResolvedJobConfig,
+    ResolvedSmoke,
+)
+from hyperframe.api.runtime import GangScheduling, RdmaSpec, RuntimeImages, RuntimeSpec
+
+__all__ = ["PodSettings", "Resolution", "resolve", "stages_per_rank"]
+
+DEFAULT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PodSettings:
+    """Pod-level settings after overrides; the renderer's input besides the config."""
+
+    shm_size: str
+    gpu_resource_name: str
+    rdma: RdmaSpec
+    host_network: bool
+    env: tuple[EnvVar, ...]
+    """Runtime golden env (with overrides) followed by the job's own env."""
+    tolerations: tuple[Toleration, ...]
+    node_selector: Mapping[str, str]
+    scheduler_name: str | None
+    priority_class_name: str | None
+    cpu: str | None
+    memory: str | None
+    run_as_user: int
+    images: RuntimeImages
+    gang: GangScheduling
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolution:
+    config: ResolvedJobConfig
+    pod: PodSettings
+
+
+def stages_per_rank(policy: str) -> int:
+    """Model stages per rank: 1 for gpipe and 1f1b; 2 for the looped/V-shaped schedules
+    (interleaved1f1b, zbv) and for hyperframe, which uses the V-shape placement."""
+    return 1 if policy in ("gpipe", "1f1b") else 2
+
+
+def _override_errors(spec: JobSpec, runtime_name: str, rt: RuntimeSpec) -> list[FieldError]:
+    """One error per override the runtime does not allow."""
+    set_fields: list[str] = []
+    overrides = dump(spec.runtime_overrides)
+    for key, value in overrides.items():
+        if key == "smoke":
+            set_fields.extend(f"smoke.{k}" for k in value)
+        else:
+            set_fields.append(key)
+    return [
+        FieldError(
+            f"spec.runtimeOverrides.{key}",
+            f'HyperFrameRuntime "{runtime_name}" does not allow overriding {key}',
+            f'remove it, or ask the platform team to add "{key}" to spec.allowedOverrides of "{runtime_name}"',
+        )
+        for key in set_fields
+        if key not in rt.allowed_overrides
+    ]
+
+
+def _merge_env(base: tuple[EnvVar, ...], extra: tuple[EnvVar, ...]) -> tuple[EnvVar, ...]:
+    replaced = {e.name: e for e in extra}
+    merged = [replaced.pop(e.name, e) for e in base]
+    merged.extend(e for e in extra if e.name in replaced)
+    return tuple(merged)
+
+
+def _env_errors(spec: JobSpec, runtime_name: str, golden: tuple[EnvVar, ...]) -> list[FieldError]:
+    names = {e.name for e in golden}
+    return [
+        FieldError(
+            f"spec.env[{i}].name",
+            f'{e.name} is set by HyperFrameRuntime "{runtime_name}" (its golden NCCL/torch table)',
+            "remove it, or set it in spec.runtimeOverrides.env if the runtime allows overriding env",
+        )
+        for i, e in enumerate(spec.env)
+        if e.name in names
+    ]
+
+
+def _builtin(spec: JobSpec, b: BuiltinModel, errors: list[FieldError]) -> ResolvedBuiltin:
+    preset = BUILTIN_MODELS[b.model]
+    resolved = ResolvedBuiltin(
+        model=b.model,
+        layers=b.layers or preset.layers,
+        hidden_size=b.hidden_size or preset.hidden_size,
+        heads=b.heads or preset.heads,
+        vocab_size=b.vocab_size or preset.vocab_size,
+        seq_len=b.seq_len or preset.seq_len,
+    )
+    path = "spec.entrypoint.builtin"
+    if resolved.hidden_size % resolved.heads:
+        errors.append(
+            FieldError(
+                f"{path}.heads",
+                f"heads ({resolved.heads}) does not divide hiddenSize ({resolved.hidden_size})",
+                "choose heads that divides hiddenSize",
+            )
+        )
+    stages = spec.parallelism.pipeline * stages_per_rank(spec.frames.schedule_policy)
+    if resolved.layers % stages:
+        errors.append(
+            FieldError(
+                f"{path}.layers",
+                f"{resolved.layers} layers cannot be split evenly over pipeline ({spec.parallelism.pipeline}) "
+                f"x {stages_per_rank(spec.frames.schedule_policy)} stage(s) per rank for "
+                f"{spec.frames.schedule_policy} = {stages} stages",
+                f"set layers to a multiple of {stages}",
+            )
+        )
+    return resolved
+
+
+def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int = 0) -> Resolution:
+    """Apply the runtime's defaults and the job's allowed overrides; SpecError lists every problem."""
+    spec, rt, rt_name = job.spec, runtime.spec, runtime.metadata.name
+    namespace = job.metadata.namespace or DEFAULT_NAMESPACE
+    errors: list[FieldError] = []
+    if spec.runtime_ref.name != rt_name:
+        errors.append(
+            FieldError(
+                "spec.runtimeRef.name",
+                f'names HyperFrameRuntime "{spec.runtime_ref.name}", but "{rt_name}" was given',
+                "pass the runtime the job names, or fix runtimeRef.name",
+            )
+        )
+    if rt.accelerator == "cpu" and spec.gpus_per_node > 0:
+        errors.append(
+            FieldError(
+                "spec.gpusPerNode",
+                f'{spec.gpus_per_node} GPUs per node, but HyperFrameRuntime "{rt_name}" is a cpu profile',
+                "set gpusPerNode: 0 with procsPerNode, or use a GPU runtime",
+            )
+        )
+    errors.extend(check_name_lengths(job.metadata.name, spec.nodes, generation))
+    errors.extend(_override_errors(spec, rt_name, rt))
+    errors.extend(_env_errors(spec, rt_name, rt.pod.env))
+    builtin = _builtin(spec, spec.entrypoint.builtin, errors) if spec.entrypoint.builtin else None
+    if errors:
+        raise SpecError(errors)
+
+    ov = spec.runtime_overrides
+    smoke_ov = ov.smoke
+    gpu = spec.gpus_per_node > 0
+    procs = procs_per_node(spec)
+    smoke = ResolvedSmoke(
+        enabled=smoke_ov.enabled if smoke_ov and smoke_ov.enabled is not None else rt.smoke.enabled,
+        device_checks=rt.smoke.device_checks if gpu else (),
+        nccl_message_sizes=tuple(quantity_bytes(s) for s in rt.smoke.nccl_message_sizes),
+        min_bus_bandwidth_gbps=smoke_ov.min_bus_bandwidth_gbps
+        if smoke_ov and smoke_ov.min_bus_bandwidth_gbps is not None
+        else rt.smoke.min_bus_bandwidth_gbps,
+        timeout_seconds=smoke_ov.timeout_seconds
+        if smoke_ov and smoke_ov.timeout_seconds is not None
+        else rt.smoke.timeout_seconds,
+        memory_fraction=rt.smoke.memory_fraction,
+    )
+    f = spec.frames
+    config = ResolvedJobConfig(
+        job=JobIdentity(name=job.metadata.name, namespace=namespace, uid=job.metadata.uid),
+        runtime_name=rt_name,
+        nodes=spec.nodes,
+        gpus_per_node=spec.gpus_per_node,
+        procs_per_node=procs,
+        world_size=spec.nodes * procs,
+        backend="nccl" if gpu else "gloo",
+        parallelism=spec.parallelism,
+        frames=ResolvedFrames(
+            frames=f.frames,
+            micro_batches_per_frame=f.micro_batches_per_frame,
+            micro_batch_size=f.micro_batch_size,
+            schedule_policy=f.schedule_policy,
+            replan_every_frames=f.replan_every_frames,
+            stages_per_rank=stages_per_rank(f.schedule_policy),
+            checkpoint=f.checkpoint,
+        ),
+        entrypoint=ResolvedEntrypoint(builtin=builtin, module=spec.entrypoint.module),
+        rendezvous=Rendezvous(
+            master_addr=master_addr(job.metadata.name, namespace),
+            master_port=rt.pod.master_port,
+            timeout_seconds=rt.pod.rendezvous_timeout_seconds,
+        ),
+        smoke=smoke,
+        images=rt.images,
+        versions=rt.versions,
+    )
+    pod = PodSettings(
+        shm_size=ov.shm_size or rt.pod.shm_size,
+        gpu_resource_name=rt.pod.gpu_resource_name,
+        rdma=rt.pod.rdma,
+        host_network=ov.host_network if ov.host_network is not None else rt.pod.host_network,
+        env=_merge_env(rt.pod.env, ov.env or ()) + spec.env,
+        tolerations=ov.tolerations if ov.tolerations is not None else rt.pod.tolerations,
+        node_selector=ov.node_selector if ov.node_selector is not None else rt.pod.node_selector,
+        scheduler_name=ov.scheduler_name or rt.pod.scheduler_name,
+        priority_class_name=ov.priority_class_name or rt.pod.priority_class_name,
+        cpu=spec.resources.cpu or rt.pod.resources.cpu,
+        memory=spec.resources.memory or rt.pod.resources.memory,
+        run_as_user=rt.pod.run_as_user,
+        images=rt.images,
+        gang=rt.gang,
+    )
+    return Resolution(config=config, pod=pod)

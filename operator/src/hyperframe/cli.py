@@ -1,0 +1,91 @@
+"""The ``hyperframe`` command: ``render`` (like ``helm template``, no cluster) and ``local``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from hyperframe.api.errors import SpecError
+from hyperframe.api.manifests import load_documents, select_job_and_runtime
+from hyperframe.render import RenderContext, render_job
+from hyperframe.render.yamlout import dump_manifests
+
+__all__ = ["main"]
+
+
+def _render(args: argparse.Namespace) -> int:
+    try:
+        docs = load_documents(args.job)
+        extra = [d for path in args.runtime for d in load_documents(path)]
+        job, runtime = select_job_and_runtime(docs, extra)
+        ctx = RenderContext(gang_generation=args.generation, excluded_nodes=tuple(args.exclude_node))
+        objects = render_job(job, runtime, ctx)
+    except SpecError as exc:
+        print(f"error: {args.job} is not a valid HyperFrameJob:", file=sys.stderr)
+        for err in exc.errors:
+            print(f"  {err}", file=sys.stderr)
+        return 1
+    sys.stdout.write(dump_manifests(objects))
+    return 0
+
+
+def _local(argv: list[str]) -> int:
+    try:
+        local = importlib.import_module("hyperframe_runtime.local")
+    except ImportError as exc:
+        print(
+            f"error: `hyperframe local` needs the hyperframe-runtime package (torch), which is not "
+            f"importable here ({exc}); install it: pip install hyperframe-runtime",
+            file=sys.stderr,
+        )
+        return 2
+    code = local.main(argv)
+    return int(code or 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hyperframe", description="HyperFrame: distributed PyTorch on Kubernetes."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    render = sub.add_parser(
+        "render",
+        help="print the manifests a HyperFrameJob becomes (no cluster needed)",
+        description="Render a HyperFrameJob into Kubernetes manifests (multi-document YAML on stdout). "
+        "The runtime it references may be in the same file or in --runtime files.",
+    )
+    render.add_argument("job", help="YAML file with the HyperFrameJob (may also hold its HyperFrameRuntime)")
+    render.add_argument(
+        "--runtime", action="append", default=[], metavar="FILE", help="YAML file(s) with runtimes"
+    )
+    render.add_argument("--generation", type=int, default=0, help="gang generation to render (default 0)")
+    render.add_argument(
+        "--exclude-node",
+        action="append",
+        default=[],
+        metavar="NODE",
+        help="node to keep the pods off (repeatable)",
+    )
+    sub.add_parser(
+        "local",
+        help="run a HyperFrameJob as processes on this machine (CPU/gloo; needs hyperframe-runtime)",
+        add_help=False,
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["local"]:
+        return _local(args_list[1:])
+    args = _parser().parse_args(args_list)
+    if args.generation < 0:
+        print("error: --generation must be >= 0", file=sys.stderr)
+        return 2
+    return _render(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

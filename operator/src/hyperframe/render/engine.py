@@ -1,0 +1,34 @@
+"""The jinja2 environment: templates lay out the manifests, Python computes the values.
+
+Every value is written with the ``j`` filter (JSON, a subset of YAML), so no string in a job
+can break the YAML structure; templates never format values by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jinja2
+import yaml
+
+__all__ = ["render_template"]
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("hyperframe.render", "templates"),
+    undefined=jinja2.StrictUndefined,
+    autoescape=False,  # YAML, not HTML; values are JSON-encoded by the j filter instead
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+_ENV.filters["j"] = lambda value: json.dumps(value, ensure_ascii=False)
+
+
+def render_template(template: str, /, **values: Any) -> dict[str, Any]:
+    """Render one template and parse the YAML back into an object."""
+    text = _ENV.get_template(template).render(**values)
+    obj = yaml.safe_load(text)
+    if not isinstance(obj, dict):
+        raise TypeError(f"template {template} did not produce a mapping")
+    return obj
