@@ -1,0 +1,175 @@
+"""The cost-model pipeline planner.
+
+``plan()`` builds per-rank orders in two steps:
+
+1. **Priority list scheduling** (:mod:`.listsched`): an event-driven construction in which every
+   free rank runs the most urgent op that has arrived. Input-backwards (I) carry the critical path
+   back to stage 0 and go first; forwards are admitted while the memory budget allows; weight
+   backwards (W) are split off and delayed to fill bubbles (the zero-bubble idea). The V-shape
+   placement (two stages per rank) is supported and is what lets the pipeline warm up and drain
+   with nearly no bubble.
+2. **Improvement search**: many policies (priority rules, how long to hold back a W for an
+   arriving I, memory headroom, jittered micro-batch priorities) are tried and the best order is
+   kept.
+
+The search is deterministic: the time budget is turned into a fixed number of candidate
+evaluations from the problem size, never measured with a clock, so every rank that plans from the
+same all-gathered costs gets the identical plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from hyperframe_runtime.schedule.costs import CostModel
+from hyperframe_runtime.schedule.ir import Orders, Placement, ScheduleError
+from hyperframe_runtime.schedule.listsched import Policy, Problem, list_schedule
+from hyperframe_runtime.schedule.simulate import lb_tight, simulate
+
+__all__ = ["Plan", "default_memory_limit", "minimum_memory_limit", "plan"]
+
+# Rough cost of one list-schedule evaluation per op on a slow CPU. Used only to turn the time
+# budget into a deterministic evaluation count; it never reads a clock.
+_SECONDS_PER_OP = 6e-6
+_JITTER_SEEDS = 64
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A planned frame: who runs what, in which order, and what the cost model predicts."""
+
+    orders: Orders
+    placement: Placement
+    num_microbatches: int
+    predicted_makespan: float
+    """Makespan of ``orders`` replayed by :func:`simulate` on the planning costs."""
+    lower_bound: float
+    """LB_tight for the same costs; ``predicted_makespan / lower_bound`` is the plan's quality."""
+    memory_limit: float
+    """Per-rank activation budget the plan respects (``costs.activation`` units)."""
+    policy: Policy
+    """The list-scheduling policy that produced the orders (for logs and reproducibility)."""
+
+
+def _rank_activation(costs: CostModel, placement: Placement) -> list[float]:
+    return [sum(costs.activation_of(s) for s in placement.stages_of(r)) for r in range(placement.num_ranks)]
+
+
+def default_memory_limit(costs: CostModel, placement: Placement, num_microbatches: int) -> float:
+    """1F1B's peak: rank r of 1F1B holds min(m, p - r) micro-batches of everything it owns.
+
+    The budget is per rank and is the largest such peak (rank 0's for even stages), in
+    ``costs.activation`` units.
+    """
+    p = placement.num_ranks
+    per_rank = _rank_activation(costs, placement)
+    return max(min(num_microbatches, p - r) * per_rank[r] for r in range(p))
+
+
+def minimum_memory_limit(costs: CostModel, placement: Placement) -> float:
+    """The smallest budget that can run at all: one micro-batch alive on every stage of a rank."""
+    return max(_rank_activation(costs, placement))
+
+
+def _candidate_policies(split_backward: bool) -> list[Policy]:
+    """Policies in the order they are tried; the first few win most often in the bench."""
+    waits = (0.0, 1.0, 0.5) if split_backward else (0.0,)
+    grid = [
+        Policy(
+            forward_first=ff,
+            deep_forward_first=dff,
+            deep_backward_first=dbf,
+            weight_wait=ww,
+            entry_headroom=eh,
+        )
+        for eh, ww, ff, dbf, dff in itertools.product(
+            (1.0, 2.0, 3.0), waits, (False, True), (False, True), (True, False)
+        )
+    ]
+    return grid
+
+
+def _evaluation_budget(time_budget_s: float, problem: Problem) -> int:
+    ops = len(problem.kinds) * problem.num_stages * problem.m
+    return max(1, int(time_budget_s / (_SECONDS_PER_OP * ops)))
+
+
+def plan(
+    costs: CostModel,
+    placement: Placement,
+    num_microbatches: int,
+    *,
+    memory_limit: float | None = None,
+    time_budget_s: float = 0.2,
+    split_backward: bool = True,
+) -> Plan:
+    """Plan the orders of one frame of ``num_microbatches`` micro-batches.
+
+    ``memory_limit`` is the per-rank activation budget in ``costs.activation`` units (default:
+    1F1B's peak, :func:`default_memory_limit`). ``time_budget_s`` sizes the search (see the
+    module docstring: deterministic, not clock-driven). ``split_backward=False`` plans with fused
+    B ops only (for stages that cannot split the backward).
+    """
+    costs.check_placement(placement)
+    if num_microbatches < 1:
+        raise ScheduleError(f"num_microbatches = {num_microbatches}: must be >= 1")
+    if time_budget_s <= 0:
+        raise ScheduleError(f"time_budget_s = {time_budget_s}: must be > 0")
+    floor = minimum_memory_limit(costs, placement)
+    limit = default_memory_limit(costs, placement, num_microbatches) if memory_limit is None else memory_limit
+    if limit < floor - 1e-9:
+        raise ScheduleError(
+            f"memory_limit = {limit}: too small; this placement needs at least {floor} "
+            f"(one micro-batch alive on every stage of the busiest rank)"
+        )
+    problem = Problem(costs, placement, num_microbatches, split_backward=split_backward, memory_limit=limit)
+    budget = _evaluation_budget(time_budget_s, problem)
+    candidates = _candidate_policies(split_backward)
+    best: tuple[float, int, list[list[int]], Policy] | None = None
+    tried = 0
+    ranked: list[tuple[float, int, Policy]] = []
+    for index, policy in enumerate(candidates[:budget]):
+        tried += 1
+        result = list_schedule(problem, policy)
+        if result is None:
+            continue
+        ops, makespan = result
+        ranked.append((makespan, index, policy))
+        if best is None or makespan < best[0] - 1e-9:
+            best = (makespan, index, ops, policy)
+    # Jittered micro-batch priorities around the best few policies, while budget remains.
+    ranked.sort(key=lambda item: (item[0], item[1]))
+    seeds = itertools.product(range(1, _JITTER_SEEDS + 1), [p for _, _, p in ranked[:3]])
+    for seed, base in seeds:
+        if tried >= budget:
+            break
+        tried += 1
+        policy = Policy(
+            forward_first=base.forward_first,
+            deep_forward_first=base.deep_forward_first,
+            deep_backward_first=base.deep_backward_first,
+            weight_wait=base.weight_wait,
+            entry_headroom=base.entry_headroom,
+            jitter=0.75,
+            seed=seed,
+        )
+        result = list_schedule(problem, policy)
+        if result is not None and best is not None and result[0] and result[1] < best[0] - 1e-9:
+            best = (result[1], -seed, result[0], policy)
+    if best is None:
+        raise ScheduleError(
+            f"memory_limit = {limit}: no candidate order fits; raise the limit (1F1B needs "
+            f"{default_memory_limit(costs, placement, num_microbatches)})"
+        )
+    orders: Orders = {r: [problem.action(o) for o in ops] for r, ops in enumerate(best[2])}
+    result_sim = simulate(orders, placement, costs, num_microbatches)
+    return Plan(
+        orders=orders,
+        placement=placement,
+        num_microbatches=num_microbatches,
+        predicted_makespan=result_sim.makespan,
+        lower_bound=lb_tight(costs, placement, num_microbatches),
+        memory_limit=limit,
+        policy=best[3],
+    )
