@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hyperframe.constants import GROUP, JOB_PLURAL, RUNTIME_PLURAL
+from hyperframe.render.objects import PODGROUP_API
 
 __all__ = ["OPERATOR_RULES", "PolicyRule", "as_cluster_role_rules"]
 
@@ -66,11 +67,14 @@ OPERATOR_RULES: tuple[PolicyRule, ...] = (
         verbs=("create",),
         why="record transitions and failures on the HyperFrameJob",
     ),
-    PolicyRule(
-        api_group="scheduling.volcano.sh",
-        resources=("podgroups",),
-        verbs=("create",),
-        why="gang PodGroup when the runtime selects the volcano scheduler",
+    *(
+        PolicyRule(
+            api_group=api_version.rpartition("/")[0],
+            resources=("podgroups",),
+            verbs=("create",),
+            why=f"gang PodGroup when the runtime asks for {flavour}",
+        )
+        for flavour, api_version in sorted(PODGROUP_API.items())
     ),
     PolicyRule(
         api_group="authentication.k8s.io",

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .facts import JobFacts, PolicySettings
+from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
 from .observed import NodeState, ObservedPod
 from .plan import Event, EventType, Plan, PodDeletion
 from .policy_failure import Failure, find_failures, restart_backoff, stuck_pods
@@ -21,7 +21,7 @@ from .policy_smoke import judge_gates, merge_smoke_status
 from .policy_success import succeeded_rank0
 from .status import ConditionType, JobStatus, Phase, set_condition
 
-__all__ = ["reconcile"]
+__all__ = ["hold", "invalid", "reconcile"]
 
 C = ConditionType
 
@@ -326,3 +326,31 @@ def _fail_gang(
         if pod.deleting_since is None or pod.name in dead:
             d.delete(pod, force=pod.name in dead)
     d.after(restart_backoff(restarts, settings))
+
+
+def hold(plan: Plan, reason: str, message: str, *, recheck_after: float) -> Plan:
+    """The plan without its creations: something outside the job (its runtime) is missing."""
+    status = plan.status
+    events = plan.events
+    if status.message != message:
+        status = status.replace(message=message)
+        events = (*events, Event(type=EventType.WARNING, reason=reason, message=message))
+    requeue = min(plan.requeue_after, recheck_after) if plan.requeue_after is not None else recheck_after
+    return Plan(status=status, delete_pods=plan.delete_pods, events=events, requeue_after=requeue)
+
+
+def invalid(
+    job_generation: int, stored: JobStatus, pods: Sequence[ObservedPod], error: Exception, now: datetime
+) -> Plan:
+    """A job whose spec cannot be rendered fails at once (a permanent error, never retried)."""
+    message = "invalid spec: " + "; ".join(str(error).splitlines())
+    facts = JobFacts(namespace="", name="", generation=job_generation, num_nodes=0, run_policy=RunPolicy())
+    d = _Draft(job=facts, now=now, status=stored.replace(observed_generation=job_generation))
+    if stored.phase is None:
+        d.cond(C.CREATED, True, "Created", "accepted; the spec is checked next")
+    if d.status.phase is None or not d.status.phase.finished or d.status.message != message:
+        _finish(d, pods, Phase.FAILED, "InvalidSpec", message, everything=True)
+    else:
+        for deletion in pods_to_clean(pods, CleanPodPolicy.RUNNING, everything=True):
+            d.deletions.setdefault(deletion.name, deletion)
+    return d.plan()

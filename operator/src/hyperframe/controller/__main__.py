@@ -1,0 +1,40 @@
+"""``python -m hyperframe.controller``: run the operator with settings from ``HYPERFRAME_*`` variables."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import kopf
+
+from .app import Controller
+from .config import ConfigError, OperatorConfig
+from .handlers import build_registry
+
+
+def main() -> int:
+    try:
+        config = OperatorConfig.from_env(os.environ)
+    except ConfigError as exc:
+        print(f"hyperframe operator: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    kopf.configure(
+        verbose=config.log_level.upper() == "DEBUG",
+        log_format=kopf.LogFormat.JSON if config.log_format == "json" else kopf.LogFormat.FULL,
+    )
+    logging.getLogger().setLevel(config.log_level.upper())
+    controller = Controller(config)
+    kopf.run(
+        registry=build_registry(controller),
+        clusterwide=not config.namespaces,
+        namespaces=config.namespaces,
+        standalone=not config.peering_name,
+        peering_name=config.peering_name or None,
+        liveness_endpoint=f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""kopf wiring: decorators and startup settings only; every handler hands off to :class:`.app.Controller`.
+
+The handlers are registered in a registry built per process (no kopf global default registry), so
+the controller and its settings are passed in rather than reached for.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import kopf
+
+from hyperframe.constants import GROUP, JOB_PLURAL, LABEL_MANAGED_BY, MANAGED_BY, VERSION
+
+from .app import Controller
+
+__all__ = ["build_registry"]
+
+_MANAGED = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+
+
+def build_registry(controller: Controller) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    config = controller.config
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.enabled = False  # events are the controller's own, after each status write
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.watching.label_selectors["v1", "pods"] = _MANAGED  # server-side filter
+        settings.peering.name = config.peering_name or "default"
+        settings.peering.priority = config.priority or random.randint(1, 1_000_000)
+        settings.peering.stealth = True
+        await controller.start()
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        await controller.stop()
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+    @kopf.on.probe(id="workqueue", registry=registry)
+    def workqueue_depth(**_: Any) -> int:
+        return len(controller.queue or ())
+
+    @kopf.on.event(GROUP, VERSION, JOB_PLURAL, registry=registry)
+    async def job_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        controller.job_event(type, body)
+
+    @kopf.on.event("v1", "pods", labels={LABEL_MANAGED_BY: MANAGED_BY}, registry=registry)
+    async def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        controller.pod_event(type, body)
+
+    @kopf.on.event("v1", "nodes", registry=registry)
+    async def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+        controller.node_event(type, body)
+
+    return registry

@@ -1,0 +1,216 @@
+"""The operator's one Kubernetes API client: rate-limited (QPS/burst), counted, run in a thread pool.
+
+The official client is synchronous; calls run in a bounded thread pool so that many pods are
+created in parallel while the event loop stays free. Bodies stay plain JSON both ways (no model
+classes), which keeps CPU and memory low at scale.
+Create calls tolerate 409 AlreadyExists and deletes tolerate 404: every write is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kubernetes import client, config
+
+from hyperframe.constants import GROUP, JOB_PLURAL, RUNTIME_PLURAL, VERSION
+
+from .metrics import Metrics
+from .ratelimit import TokenBucket
+
+__all__ = ["ApiError", "Conflict", "KubeApi", "load_api_client"]
+
+log = logging.getLogger("hyperframe.controller.kube")
+
+_JSON = "application/json"
+_MERGE_PATCH = "application/merge-patch+json"
+_JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{JOB_PLURAL}"
+
+
+class ApiError(Exception):
+    """A non-2xx answer of the API server."""
+
+    def __init__(self, status: int, reason: str, body: str) -> None:
+        super().__init__(f"HTTP {status} {reason}: {body[:500]}")
+        self.status = status
+
+
+class Conflict(ApiError):
+    """The object changed since it was read (HTTP 409 on a write with a resourceVersion)."""
+
+
+def load_api_client(pool_size: int) -> Any:
+    """In-cluster credentials when running in a pod, else the kubeconfig (``KUBECONFIG``)."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration)
+
+
+class KubeApi:
+    """Async facade over the client's HTTP layer; every verb used here is listed in :mod:`.rbac`.
+
+    Requests go through the official client's configuration, auth and connection pool, but bodies are
+    plain JSON dicts both ways: no model (de)serialization, which keeps CPU and memory low at scale.
+    """
+
+    def __init__(self, api_client: Any, *, qps: float, burst: int, workers: int, metrics: Metrics) -> None:
+        self._api_client = api_client
+        self._bucket = TokenBucket(qps=qps, burst=burst)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
+        self._metrics = metrics
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _send(
+        self, method: str, path: str, query: list[tuple[str, str]] | None, body: Any, content_type: str
+    ) -> dict[str, Any]:
+        headers = {"Accept": _JSON}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        request = self._api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._api_client.call_api(*request)
+        data = response.read() or b""
+        if not 200 <= response.status <= 299:
+            kind = Conflict if response.status == 409 else ApiError
+            raise kind(int(response.status), str(response.reason), data.decode(errors="replace"))
+        decoded = json.loads(data) if data else {}
+        return decoded if isinstance(decoded, dict) else {}
+
+    async def _request(
+        self,
+        verb: str,
+        resource: str,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = _JSON,
+        tolerate: tuple[int, ...] = (),
+    ) -> dict[str, Any] | None:
+        """One API request; None when the answer is one of the ``tolerate`` statuses."""
+        await self._bucket.acquire()
+        self._metrics.api_requests.labels(verb=verb, resource=resource).inc()
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, self._send, method, path, query, body, content_type)
+        except ApiError as exc:
+            if exc.status in tolerate:
+                return None
+            raise
+
+    # -- HyperFrameJob / HyperFrameRuntime ------------------------------------------------
+
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"{_JOBS.format(ns=namespace)}/{name}"
+        return await self._request("get", JOB_PLURAL, "GET", path, tolerate=(404,))
+
+    async def patch_job_status(
+        self, namespace: str, name: str, status: Mapping[str, Any], *, resource_version: str | None
+    ) -> dict[str, Any]:
+        """Merge-patch ``status``; with ``resource_version`` the write fails with :class:`Conflict` if stale."""
+        body: dict[str, Any] = {"status": dict(status)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        path = f"{_JOBS.format(ns=namespace)}/{name}/status"
+        result = await self._request(
+            "patch",
+            f"{JOB_PLURAL}/status",
+            "PATCH",
+            path,
+            body=body,
+            content_type=_MERGE_PATCH,
+            tolerate=(404,),
+        )
+        return result or {}
+
+    async def delete_job(self, namespace: str, name: str, *, uid: str | None) -> None:
+        body: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        path = f"{_JOBS.format(ns=namespace)}/{name}"
+        await self._request("delete", JOB_PLURAL, "DELETE", path, body=body, tolerate=(404, 409))
+
+    async def get_runtime(self, name: str) -> dict[str, Any] | None:
+        path = f"/apis/{GROUP}/{VERSION}/{RUNTIME_PLURAL}/{name}"
+        return await self._request("get", RUNTIME_PLURAL, "GET", path, tolerate=(404,))
+
+    # -- objects of a job -------------------------------------------------------------------
+
+    async def create(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        """Create a rendered object if absent; False when it already existed."""
+        kind = str(body.get("kind"))
+        api_version = str(body.get("apiVersion"))
+        resource = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps"}.get(
+            kind, kind.lower() + "s"
+        )
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        path = f"{prefix}/namespaces/{namespace}/{resource}"
+        return (
+            await self._request("create", resource, "POST", path, body=dict(body), tolerate=(409,))
+            is not None
+        )
+
+    async def delete_pod(self, namespace: str, name: str, *, force: bool) -> None:
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if force:
+            body["gracePeriodSeconds"] = 0
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        await self._request("delete", "pods", "DELETE", path, body=body, tolerate=(404,))
+
+    async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._request(
+            "get", "pods", "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", tolerate=(404,)
+        )
+
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        path = f"/api/v1/namespaces/{namespace}/events"
+        await self._request("create", "events", "POST", path, body=dict(body), tolerate=(409,))
+
+    async def review_token(self, token: str, audience: str) -> dict[str, Any]:
+        """The TokenReview ``status`` for a bearer token and the audience it must carry."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token, "audiences": [audience]},
+        }
+        path = "/apis/authentication.k8s.io/v1/tokenreviews"
+        result = await self._request("create", "tokenreviews", "POST", path, body=body) or {}
+        status = result.get("status")
+        return status if isinstance(status, dict) else {}
+
+    async def list_all(self, resource: str, path: str, *, label_selector: str = "") -> list[dict[str, Any]]:
+        """Every object of a collection, 500 at a time."""
+        items: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            query = [("limit", "500")]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if token:
+                query.append(("continue", token))
+            page = await self._request("list", resource, "GET", path, query=query) or {}
+            items.extend(i for i in page.get("items") or () if isinstance(i, dict))
+            token = str((page.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return items

@@ -1,0 +1,207 @@
+"""One reconcile of one job: read the caches, run the state machine, apply its plan.
+
+Order of effects (see :mod:`.plan`): the status is written once, with the resourceVersion it was
+computed from; then pods are deleted and objects created, all in parallel; then events are posted.
+A stale read makes the status write fail with a conflict, and the job is simply reconciled again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from hyperframe.api.errors import SpecError
+from hyperframe.api.models import HyperFrameJob, parse_job
+from hyperframe.constants import LABEL_RANK
+from hyperframe.render import RenderContext, render_job
+
+from .caches import Caches, JobKey
+from .config import OperatorConfig
+from .events import event_body
+from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
+from .kube import Conflict, KubeApi
+from .metrics import Metrics
+from .plan import Plan
+from .state_machine import hold, invalid, reconcile
+from .status import JobStatus, Phase
+
+__all__ = ["Reconciler", "facts_of", "progress_url"]
+
+log = logging.getLogger("hyperframe.controller.reconciler")
+
+_RUNTIME_CACHE_SECONDS = 10.0
+_HOLD_RECHECK_SECONDS = 15.0
+
+
+def facts_of(job: HyperFrameJob, body: Mapping[str, Any]) -> JobFacts:
+    policy = job.spec.run_policy
+    meta = body.get("metadata") or {}
+    return JobFacts(
+        namespace=str(meta.get("namespace", "")),
+        name=job.metadata.name,
+        generation=int(meta.get("generation", 0) or 0),
+        num_nodes=job.spec.nodes,
+        run_policy=RunPolicy(
+            backoff_limit=policy.backoff_limit,
+            active_deadline_seconds=policy.active_deadline_seconds,
+            ttl_seconds_after_finished=policy.ttl_seconds_after_finished,
+            clean_pod_policy=CleanPodPolicy(policy.clean_pod_policy),
+            suspend=policy.suspend,
+        ),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def progress_url(base: str, namespace: str, name: str) -> str:
+    """The URL a job's pods post progress to (routed by :mod:`.progress_server`)."""
+    return f"{base.rstrip('/')}/v1/namespaces/{namespace}/hyperframejobs/{name}/progress"
+
+
+class Reconciler:
+    def __init__(self, *, kube: KubeApi, caches: Caches, config: OperatorConfig, metrics: Metrics) -> None:
+        self._kube = kube
+        self._caches = caches
+        self._config = config
+        self._metrics = metrics
+        self._settings = PolicySettings(
+            restart_backoff_seconds=config.restart_backoff_seconds,
+            restart_backoff_max_seconds=config.restart_backoff_max_seconds,
+            node_not_ready_grace_seconds=config.node_not_ready_grace_seconds,
+            terminating_grace_seconds=config.terminating_grace_seconds,
+        )
+        self._runtimes: dict[str, tuple[float, dict[str, Any] | None]] = {}
+
+    async def __call__(self, key: JobKey) -> float | None:
+        started = time.perf_counter()
+        try:
+            return await self._reconcile(key)
+        finally:
+            self._metrics.reconcile_duration.observe(time.perf_counter() - started)
+
+    async def _runtime(self, name: str) -> dict[str, Any] | None:
+        now = time.monotonic()
+        cached = self._runtimes.get(name)
+        if cached is not None and now - cached[0] < _RUNTIME_CACHE_SECONDS:
+            return cached[1]
+        runtime = await self._kube.get_runtime(name)
+        self._runtimes[name] = (now, runtime)
+        return runtime
+
+    async def _reconcile(self, key: JobKey) -> float | None:
+        body = self._caches.jobs.get(key)
+        if body is None:
+            return None
+        now = datetime.now(UTC)
+        stored = JobStatus.from_dict(body.get("status"))
+        meta = body.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return None
+        try:
+            job = parse_job(body)
+        except SpecError as exc:
+            generation = int(meta.get("generation", 0) or 0)
+            plan = invalid(generation, stored, self._caches.pods_of(key), exc, now)
+            return await self._apply(key, body, stored, plan)
+        facts = facts_of(job, body)
+        plan = reconcile(facts, stored, self._caches.pods_of(key), self._caches.nodes, now, self._settings)
+        objects: list[dict[str, Any]] = []
+        if plan.create_ranks:
+            runtime_name = job.spec.runtime_ref.name
+            runtime = await self._runtime(runtime_name)
+            if runtime is None:
+                message = (
+                    f"spec.runtimeRef.name: HyperFrameRuntime {runtime_name!r} not found: "
+                    "create it (the Helm chart installs the default runtimes) or fix the name"
+                )
+                plan = hold(plan, "RuntimeNotFound", message, recheck_after=_HOLD_RECHECK_SECONDS)
+            else:
+                try:
+                    objects = self._render(body, runtime, plan)
+                except SpecError as exc:
+                    plan = invalid(facts.generation, stored, self._caches.pods_of(key), exc, now)
+        return await self._apply(key, body, stored, plan, objects)
+
+    def _render(
+        self, body: Mapping[str, Any], runtime: Mapping[str, Any], plan: Plan
+    ) -> list[dict[str, Any]]:
+        meta = body.get("metadata") or {}
+        status_url = None
+        if self._config.status_endpoint_url and self._config.status_port:
+            status_url = progress_url(
+                self._config.status_endpoint_url, str(meta["namespace"]), str(meta["name"])
+            )
+        ctx = RenderContext(
+            gang_generation=plan.status.gang_generation,
+            excluded_nodes=plan.status.excluded_nodes,
+            status_url=status_url,
+        )
+        wanted = {str(rank) for rank in plan.create_ranks}
+        return [
+            obj
+            for obj in render_job(body, runtime, ctx)
+            if obj.get("kind") != "Pod" or (obj["metadata"].get("labels") or {}).get(LABEL_RANK) in wanted
+        ]
+
+    async def _apply(
+        self,
+        key: JobKey,
+        body: Mapping[str, Any],
+        stored: JobStatus,
+        plan: Plan,
+        objects: list[dict[str, Any]] | None = None,
+    ) -> float | None:
+        namespace, name = key
+        meta = body.get("metadata") or {}
+        patch = plan.status.to_patch(body.get("status"))
+        if patch:
+            try:
+                fresh = await self._kube.patch_job_status(
+                    namespace, name, patch, resource_version=str(meta.get("resourceVersion", "")) or None
+                )
+            except Conflict:
+                latest = await self._kube.get_job(namespace, name)
+                if latest is None:
+                    self._caches.drop_job(key)
+                    return None
+                self._caches.put_job(latest)
+                return 0.0
+            if fresh:
+                self._caches.put_job(fresh)
+            self._count(stored, plan)
+        actions = [self._kube.delete_pod(namespace, d.name, force=d.force) for d in plan.delete_pods]
+        pods = [o for o in objects or () if o.get("kind") == "Pod"]
+        support = [o for o in objects or () if o.get("kind") != "Pod"]
+        # The Service, ConfigMap and PodGroup exist before any pod that needs them.
+        await asyncio.gather(*(self._kube.create(namespace, o) for o in support))
+        await asyncio.gather(*actions, *(self._kube.create(namespace, o) for o in pods))
+        if plan.delete_job:
+            await self._kube.delete_job(namespace, name, uid=meta.get("uid"))
+            self._caches.drop_job(key)
+        if plan.events:
+            await asyncio.gather(
+                *(self._kube.create_event(namespace, event_body(body, e)) for e in plan.events),
+                return_exceptions=True,
+            )
+        for event in plan.events:
+            log.info("%s/%s %s: %s", namespace, name, event.reason, event.message)
+        return plan.requeue_after
+
+    def _count(self, stored: JobStatus, plan: Plan) -> None:
+        new = plan.status
+        if stored.phase is None:
+            self._metrics.jobs_created.inc()
+        if new.phase != stored.phase:
+            if new.phase == Phase.SUCCEEDED:
+                self._metrics.jobs_succeeded.inc()
+            elif new.phase == Phase.FAILED:
+                reason = next((c.reason for c in new.conditions if c.type == "Failed"), "Unknown")
+                self._metrics.jobs_failed.labels(reason=reason).inc()
+        if new.restarts > stored.restarts:
+            reason = next((c.reason for c in new.conditions if c.type == "Restarting"), "Unknown")
+            self._metrics.jobs_restarted.labels(reason=reason).inc()
+        for check in plan.gate_failures:
+            self._metrics.gate_failures.labels(check=check).inc()
