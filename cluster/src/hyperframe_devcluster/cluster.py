@@ -1,0 +1,233 @@
+"""Bringing one local cluster up and down: etcd, kube-apiserver, controller-manager, scheduler, KWOK.
+
+`up` starts every component in order, waits for each to be ready (polling its health endpoint,
+never sleeping a fixed time), installs the project's KWOK Stages and creates the simulated
+nodes. A component that does not become ready fails `up` with the tail of its log. Stale
+processes of a previous run in the same state directory (pid files) are stopped first.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import components, paths, sim
+from .config import COMPONENTS, ClusterConfig, Ports, free_ports
+from .kube import Kubectl
+from .pki import Pki, ensure_pki
+from .probes import apiserver_context, http_ok, insecure_context
+from .process import (
+    ComponentNotReadyError,
+    log_tail,
+    running_pid,
+    start_component,
+    stop_component,
+    wait_until,
+)
+
+__all__ = ["LocalCluster", "UpReport"]
+
+
+@dataclass(slots=True)
+class UpReport:
+    """What `up` did and how long each step took (seconds)."""
+
+    reused: bool = False
+    steps: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.steps.values())
+
+
+class LocalCluster:
+    """One local cluster rooted at `config.state_dir`."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self._marker = str(config.state_dir)
+
+    # --- queries ----------------------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Any:
+        return self.config.kubeconfig
+
+    @property
+    def kubectl(self) -> Kubectl:
+        return Kubectl(self.config.kubeconfig)
+
+    @property
+    def pki(self) -> Pki:
+        return Pki(self.config.pki_dir)
+
+    def pid(self, component: str) -> int | None:
+        return running_pid(self.config.pid_file(component), self._marker)
+
+    def running_components(self) -> list[str]:
+        return [c for c in COMPONENTS if self.pid(c) is not None]
+
+    def apiserver_ready(self) -> bool:
+        ports = self.config.read_ports()
+        if ports is None or not self.pki.ca_cert.exists():
+            return False
+        return self._apiserver_ready(ports)
+
+    def is_up(self) -> bool:
+        """Every component runs and the apiserver answers /readyz."""
+        return len(self.running_components()) == len(COMPONENTS) and self.apiserver_ready()
+
+    def log_tails(self, lines: int = 30) -> dict[str, str]:
+        return {c: log_tail(self.config.log_file(c), lines) for c in COMPONENTS}
+
+    # --- up ---------------------------------------------------------------------------------
+    def up(self, *, reuse: bool = True) -> UpReport:
+        """Start the cluster (or, with `reuse`, keep one that is already up in this directory)."""
+        missing = paths.missing_binaries()
+        if missing:
+            raise paths.BinaryMissingError(
+                f"control-plane binaries not built: {', '.join(missing)} (in {paths.bin_dir()}); "
+                "run `make cluster-build`"
+            )
+        report = UpReport()
+        if reuse and self.is_up():
+            report.reused = True
+            return report
+        try:
+            self._start(report)
+        except BaseException:
+            self.down()
+            raise
+        return report
+
+    def _start(self, report: UpReport) -> None:
+        cfg = self.config
+        step = _Stopwatch(report)
+        self.down()  # stale processes from a crashed run in this directory
+        shutil.rmtree(cfg.etcd_dir, ignore_errors=True)
+        shutil.rmtree(cfg.log_dir, ignore_errors=True)
+        cfg.state_dir.mkdir(parents=True, exist_ok=True)
+        pki = ensure_pki(cfg.pki_dir, cfg.service_ip)
+        ports = Ports(*free_ports(6))
+        cfg.write_state(ports)
+        self._write_kubeconfigs(ports, pki)
+        step("prepare")
+
+        self._launch("etcd", components.etcd_command(paths.etcd(), cfg, ports))
+        self._wait(
+            "etcd",
+            "/health",
+            lambda: http_ok(f"http://127.0.0.1:{ports.etcd_client}/health", expect_json={"health": "true"}),
+        )
+        step("etcd")
+
+        apiserver = paths.binary("kube-apiserver")
+        self._launch("kube-apiserver", components.apiserver_command(apiserver, cfg, ports, pki))
+        self._wait("kube-apiserver", "/readyz", lambda: self._apiserver_ready(ports))
+        step("kube-apiserver")
+
+        kcm = paths.binary("kube-controller-manager")
+        self._launch("kube-controller-manager", components.controller_manager_command(kcm, cfg, ports, pki))
+        scheduler = paths.binary("kube-scheduler")
+        self._launch("kube-scheduler", components.scheduler_command(scheduler, cfg, ports))
+        # While those two start: Stages must exist before KWOK starts watching them.
+        kubectl = self.kubectl
+        kubectl.apply_file(paths.kwok_stage_crd())
+        kubectl.run("wait", "--for=condition=Established", "--timeout=30s", "crd/stages.kwok.x-k8s.io")
+        kubectl.apply(sim.project_stages())
+        step("kwok-stages")
+
+        self._launch("kwok", components.kwok_command(paths.kwok(), cfg, ports))
+        nodes = [sim.gpu_node(i) for i in range(cfg.gpu_nodes)]
+        nodes += [sim.system_node(i) for i in range(cfg.system_nodes)]
+        if nodes:
+            kubectl.apply(nodes)
+        self._wait("kwok", "/healthz", lambda: http_ok(f"http://127.0.0.1:{ports.kwok}/healthz"))
+        self._wait("kwok", f"{len(nodes)} Ready nodes", lambda: self._ready_nodes() >= len(nodes))
+        step("kwok-nodes")
+
+        insecure = insecure_context()
+        self._wait(
+            "kube-scheduler",
+            "/healthz",
+            lambda: http_ok(f"https://127.0.0.1:{ports.scheduler}/healthz", context=insecure),
+        )
+        self._wait(
+            "kube-controller-manager",
+            "/healthz",
+            lambda: http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz", context=insecure),
+        )
+        # The serviceaccount controller creating `default` proves the controllers run; pods
+        # cannot be created in a namespace before its default service account exists.
+        self._wait("kube-controller-manager", "serviceaccount default/default", self._default_sa_exists)
+        step("controllers")
+
+    def _write_kubeconfigs(self, ports: Ports, pki: Pki) -> None:
+        server = f"https://127.0.0.1:{ports.apiserver}"
+        user_of = {"admin": "hyperframe-admin"} | {
+            c: c for c in ("kube-controller-manager", "kube-scheduler", "kwok")
+        }
+        for stem, user in user_of.items():
+            text = components.kubeconfig_yaml(
+                server, pki.ca_cert, pki.client_cert(stem), pki.client_key(stem), user=user
+            )
+            target = self.config.kubeconfig if stem == "admin" else self.config.component_kubeconfig(stem)
+            target.write_text(text)
+            target.chmod(0o600)
+
+    def _launch(self, component: str, command: list[str]) -> None:
+        start_component(
+            command,
+            self.config.log_file(component),
+            self.config.pid_file(component),
+            die_with_parent=self.config.die_with_parent,
+        )
+
+    def _wait(self, component: str, what: str, ready: Any) -> None:
+        wait_until(
+            ready,
+            component=component,
+            what=what,
+            timeout_s=self.config.start_timeout_s,
+            log_file=self.config.log_file(component),
+            alive=lambda: self.pid(component) is not None,
+        )
+
+    def _apiserver_ready(self, ports: Ports) -> bool:
+        pki = self.pki
+        context = apiserver_context(pki.ca_cert, pki.client_cert("admin"), pki.client_key("admin"))
+        return http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", context=context)
+
+    def _ready_nodes(self) -> int:
+        result = self.kubectl.run(
+            "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Ready')].status}{'\\n'}{end}",
+            check=False,
+        )  # fmt: skip
+        return result.stdout.split().count("True") if result.returncode == 0 else 0
+
+    def _default_sa_exists(self) -> bool:
+        return (
+            self.kubectl.run("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
+        )
+
+    # --- down -------------------------------------------------------------------------------
+    def down(self) -> list[str]:
+        """Stop every component of this directory (reverse order); return the ones that ran."""
+        stopped = [c for c in reversed(COMPONENTS) if stop_component(self.config.pid_file(c), self._marker)]
+        self.config.state_file.unlink(missing_ok=True)
+        return stopped
+
+
+class _Stopwatch:
+    def __init__(self, report: UpReport) -> None:
+        self._report = report
+        self._last = time.monotonic()
+
+    def __call__(self, name: str) -> None:
+        now = time.monotonic()
+        self._report.steps[name] = now - self._last
+        self._last = now
+
+
+__all__ += ["ComponentNotReadyError"]

@@ -1,0 +1,149 @@
+"""The layout and settings of one local cluster, and the state it records on disk.
+
+Everything a cluster owns lives under one state directory:
+
+    <state>/pki/          certificates and keys (kept across restarts)
+    <state>/etcd/         etcd data
+    <state>/logs/<c>.log  one log per component
+    <state>/run/<c>.pid   one pid file per running component
+    <state>/kubeconfig    admin kubeconfig (system:masters); <state>/<c>.kubeconfig per component
+    <state>/state.json    ports and settings of the running cluster
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "COMPONENTS",
+    "ENV_GPU_NODES",
+    "ClusterConfig",
+    "Ports",
+    "free_ports",
+]
+
+# Start order; `down` stops them in reverse.
+COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+ENV_GPU_NODES: Final = "HYPERFRAME_CLUSTER_GPU_NODES"
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    """Loopback ports, picked free at `up` and recorded in state.json."""
+
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct loopback ports that are free right now."""
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Settings of one local cluster."""
+
+    state_dir: Path
+    """Root of everything the cluster writes."""
+    gpu_nodes: int = 4
+    """Simulated GPU nodes (8 GPUs each, tainted `nvidia.com/gpu=present:NoSchedule`)."""
+    system_nodes: int = 1
+    """Simulated untainted CPU-only nodes, where non-GPU pods (e.g. a Deployment from a chart) run."""
+    service_cidr: str = "10.96.0.0/16"
+    pod_cidr: str = "10.244.0.0/16"
+    start_timeout_s: float = 60.0
+    """Per-component readiness timeout."""
+    die_with_parent: bool = False
+    """Components get SIGTERM when the starting process dies (pytest sessions), not for `make cluster-up`."""
+
+    def __post_init__(self) -> None:
+        if self.gpu_nodes < 0 or self.system_nodes < 0:
+            raise ValueError(
+                f"gpu_nodes ({self.gpu_nodes}) and system_nodes ({self.system_nodes}) must be >= 0"
+            )
+        ipaddress.ip_network(self.service_cidr)
+        ipaddress.ip_network(self.pod_cidr)
+
+    @classmethod
+    def from_env(cls, state_dir: Path, **overrides: object) -> ClusterConfig:
+        """Defaults, with the GPU node count from $HYPERFRAME_CLUSTER_GPU_NODES if set."""
+        raw = os.environ.get(ENV_GPU_NODES)
+        if raw is not None and "gpu_nodes" not in overrides:
+            try:
+                overrides["gpu_nodes"] = int(raw)
+            except ValueError:
+                raise ValueError(f"{ENV_GPU_NODES}={raw!r}: expected a whole number of nodes") from None
+        return cls(state_dir=state_dir, **overrides)  # type: ignore[arg-type]
+
+    @property
+    def service_ip(self) -> str:
+        """The first service IP: the in-cluster address of the `kubernetes` Service."""
+        return str(next(ipaddress.ip_network(self.service_cidr).hosts()))
+
+    # --- layout ---------------------------------------------------------------------------
+    @property
+    def pki_dir(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def etcd_dir(self) -> Path:
+        return self.state_dir / "etcd"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.state_dir / "run"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    def component_kubeconfig(self, component: str) -> Path:
+        return self.state_dir / f"{component}.kubeconfig"
+
+    def log_file(self, component: str) -> Path:
+        return self.log_dir / f"{component}.log"
+
+    def pid_file(self, component: str) -> Path:
+        return self.run_dir / f"{component}.pid"
+
+    # --- recorded state -------------------------------------------------------------------
+    def write_state(self, ports: Ports) -> None:
+        data = {"ports": asdict(ports), "gpu_nodes": self.gpu_nodes, "system_nodes": self.system_nodes}
+        self.state_file.write_text(json.dumps(data, indent=2) + "\n")
+
+    def read_ports(self) -> Ports | None:
+        """The ports of the cluster recorded in this state directory, if any."""
+        try:
+            data = json.loads(self.state_file.read_text())
+            return Ports(**data["ports"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
