@@ -1,0 +1,148 @@
+"""The pin matrix as typed, immutable data, and the image references derived from it.
+
+`images/matrix.yaml` is parsed and validated by `hyperframe.images.validate`; this module only
+holds the result and the naming rules (tags, labels), so that the bake file, the runtime
+profiles and the docs all derive an image name the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "BaseImage",
+    "ImageUser",
+    "Matrix",
+    "OperatorPin",
+    "Profile",
+    "TorchPin",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BaseImage:
+    """An upstream image pinned by digest."""
+
+    image: str
+    """`repository:tag`, for readers; the digest is what gets pulled."""
+    digest: str
+    """`sha256:` and 64 lowercase hex digits (the multi-platform index digest)."""
+    source: str
+    """Where the digest was read, so a reviewer can tell a verified pin from a copied one."""
+
+    @property
+    def pinned(self) -> str:
+        """`repository:tag@sha256:...`: the reference every FROM uses."""
+        return f"{self.image}@{self.digest}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchPin:
+    """The torch build of a profile and what it brings with it."""
+
+    version: str
+    """The public version, e.g. `2.13.0`."""
+    variant: str
+    """The local version label: `cu130`, `cu129` or `cpu`."""
+    cuda: str | None
+    """`torch.version.cuda` (`major.minor`), None for the CPU build."""
+    index_url: str
+    """The package index that serves this build."""
+    nccl: str | None
+    """The NCCL version the wheel depends on (nvidia-nccl-cu*), None for the CPU build."""
+    nccl_source: str | None
+    """Where the NCCL version was read."""
+
+    @property
+    def local_version(self) -> str:
+        """What `torch.__version__` reports in the image, e.g. `2.13.0+cu130`."""
+        return f"{self.version}+{self.variant}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Profile:
+    """One supported combination: a base image, a Python and a torch build."""
+
+    name: str
+    """Also the name of the generated HyperFrameRuntime (a DNS-1123 label)."""
+    description: str
+    default: bool
+    os: str
+    """`ubuntu24.04` or `debian12`: the OS of the base image."""
+    cuda: str | None
+    """The base image's CUDA version (`major.minor.patch`), None for the CPU profile."""
+    python: str
+    """`major.minor`, checked against the base image's python3 at build time."""
+    base: BaseImage
+    os_packages: tuple[str, ...]
+    """Extra OS packages that float with the OS archive (Python on Ubuntu)."""
+    rdma_packages: tuple[tuple[str, str], ...]
+    """(package, exact version) pairs for the RDMA user-space stack."""
+    torch: TorchPin
+
+    @property
+    def nccl(self) -> str | None:
+        return self.torch.nccl
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImageUser:
+    name: str
+    uid: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OperatorPin:
+    python: str
+    base: BaseImage
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Matrix:
+    """The whole matrix plus the release version (the `hyperframe` package version)."""
+
+    version: str
+    registry: str
+    image_user: ImageUser
+    operator: OperatorPin
+    profiles: tuple[Profile, ...]
+
+    @property
+    def default_profile(self) -> Profile:
+        return next(p for p in self.profiles if p.default)
+
+    def profile(self, name: str) -> Profile:
+        for p in self.profiles:
+            if p.name == name:
+                return p
+        known = ", ".join(p.name for p in self.profiles)
+        raise KeyError(f"no profile {name!r} in the pin matrix (known: {known})")
+
+    # --- image naming: the one place tags are made ---------------------------------------------
+
+    def base_repository(self, registry: str | None = None) -> str:
+        return f"{registry or self.registry}/hyperframe-base"
+
+    def framework_repository(self, registry: str | None = None) -> str:
+        return f"{registry or self.registry}/hyperframe-framework"
+
+    def operator_repository(self, registry: str | None = None) -> str:
+        return f"{registry or self.registry}/hyperframe-operator"
+
+    def base_tag(self, profile: Profile) -> str:
+        """E.g. `0.1.0-cuda13.0.3-ubuntu24.04-py3.12`, `0.1.0-debian12-py3.12`."""
+        cuda = f"cuda{profile.cuda}-" if profile.cuda else ""
+        return f"{self.version}-{cuda}{profile.os}-py{profile.python}"
+
+    def framework_tag(self, profile: Profile) -> str:
+        """E.g. `0.1.0-torch2.13.0-cu130-py3.12`."""
+        return f"{self.version}-torch{profile.torch.version}-{profile.torch.variant}-py{profile.python}"
+
+    def base_image(self, profile: Profile, registry: str | None = None) -> str:
+        return f"{self.base_repository(registry)}:{self.base_tag(profile)}"
+
+    def framework_image(self, profile: Profile, registry: str | None = None) -> str:
+        return f"{self.framework_repository(registry)}:{self.framework_tag(profile)}"
+
+    def operator_image(self, registry: str | None = None) -> str:
+        return f"{self.operator_repository(registry)}:{self.version}"

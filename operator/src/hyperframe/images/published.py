@@ -1,0 +1,79 @@
+"""Digests of the images this project pushed: `images/published.yaml`, written by a push.
+
+A HyperFrameRuntime must name its images by digest, and the digest of an image exists only once
+it is built and pushed. `images/build.sh --push` records the digests buildx reports; the runtime
+profiles are then regenerated from the matrix plus these digests. A profile whose images were
+never pushed gets the all-zero digest and the annotation `hyperframe.dev/images-published:
+"false"`, and `python -m hyperframe.images check --release` refuses to ship it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+from hyperframe.images.validate import DIGEST_RE, MatrixError
+
+__all__ = [
+    "PUBLISHED_FILE",
+    "UNPUBLISHED_DIGEST",
+    "digests_from_bake_metadata",
+    "load_published",
+    "render_published",
+]
+
+PUBLISHED_FILE = Path("images/published.yaml")
+UNPUBLISHED_DIGEST = "sha256:" + "0" * 64
+_REF_RE = re.compile(r"^[a-z0-9]+([._/:-][a-z0-9]+)*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+_HEADER = (
+    "# Digests of the images `images/build.sh --push` pushed, keyed by tag. Written by the push;\n"
+    "# do not edit by hand. `make generate` pins the default runtime profiles to these digests.\n"
+)
+
+
+def load_published(root: Path) -> dict[str, str]:
+    """tag reference -> digest; {} when nothing was pushed yet."""
+    path = root / PUBLISHED_FILE
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    images = data.get("images") if isinstance(data, Mapping) else None
+    if not isinstance(images, Mapping):
+        raise MatrixError([f"{PUBLISHED_FILE}: must have an `images` mapping of tag -> digest"])
+    problems = [
+        f"{PUBLISHED_FILE}: images.{ref}: {digest!r} is not sha256:<64 hex>"
+        for ref, digest in images.items()
+        if not isinstance(digest, str) or not DIGEST_RE.match(digest)
+    ]
+    problems += [
+        f"{PUBLISHED_FILE}: images.{ref}: not a repository:tag reference"
+        for ref in images
+        if not _REF_RE.match(str(ref))
+    ]
+    if problems:
+        raise MatrixError(problems)
+    return {str(k): str(v) for k, v in images.items()}
+
+
+def render_published(images: Mapping[str, str]) -> str:
+    return _HEADER + yaml.safe_dump({"images": dict(sorted(images.items()))}, sort_keys=False)
+
+
+def digests_from_bake_metadata(metadata_json: str) -> dict[str, str]:
+    """tag -> digest from `docker buildx bake --metadata-file` output (one entry per target)."""
+    data = json.loads(metadata_json)
+    out: dict[str, str] = {}
+    for target in data.values() if isinstance(data, dict) else ():
+        if not isinstance(target, dict):
+            continue
+        digest = target.get("containerimage.digest")
+        names = str(target.get("image.name", ""))
+        if isinstance(digest, str) and DIGEST_RE.match(digest):
+            for name in filter(None, names.split(",")):
+                out[name.strip()] = digest
+    return out
