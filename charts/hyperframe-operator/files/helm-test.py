@@ -42,7 +42,9 @@ class Api:
         self.context = ssl.create_default_context(cafile=os.environ.get("HF_CA_FILE", f"{SA_DIR}/ca.crt"))
 
     def get(self, path: str) -> Any:
-        request = urllib.request.Request(self.server + path, headers={"Authorization": f"Bearer {self.token}"})
+        request = urllib.request.Request(
+            self.server + path, headers={"Authorization": f"Bearer {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self.context) as response:
             return json.load(response)
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
-
 from hyperframe.constants import API_VERSION, RUNTIME_KIND
 
 HACK_DIR: Final = Path(__file__).resolve().parent
@@ -143,7 +142,9 @@ def project_crds() -> list[tuple[dict[str, Any], str]]:
             if doc.get("kind") == "CustomResourceDefinition":
                 found.append((doc, str(path.relative_to(REPO_ROOT))))
     if not found:
-        raise SystemExit(f"{CRDS_DIR}: no CustomResourceDefinition found; run `make generate` for crds/ first")
+        raise SystemExit(
+            f"{CRDS_DIR}: no CustomResourceDefinition found; run `make generate` for crds/ first"
+        )
     return found
 
 

@@ -1,0 +1,312 @@
+"""What `helm template` renders for given values: CRDs, RBAC, the Deployment, runtimes, naming."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from chart_helpers import CHART, by_kind, load_generator, one
+from conftest import Render
+from hyperframe.controller.config import OperatorConfig
+from hyperframe.controller.rbac import OPERATOR_RULES
+from hyperframe.images.repo import RUNTIMES_FILE, load_matrix
+from hyperframe_devcluster import paths
+
+KEEP = "helm.sh/resource-policy"
+POD_GROUP_API_GROUPS: set[str] = set(load_generator().rbac_source.POD_GROUP_API_GROUPS)
+
+
+def crds_of(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {crd["metadata"]["name"]: crd for crd in by_kind(objects, "CustomResourceDefinition")}
+
+
+# --- CRDs -------------------------------------------------------------------------------------
+
+
+def test_chart_crds_are_the_project_crds(render: Render) -> None:
+    rendered = crds_of(render())
+    project = {crd["metadata"]["name"]: crd for crd, _ in load_generator().project_crds()}
+    assert project, "crds/ is empty"
+    for name, crd in project.items():
+        assert rendered[name]["spec"] == crd["spec"], f"{name}: chart CRD differs from crds/"
+    assert set(rendered) == set(project) | {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+
+
+def test_crds_are_kept_on_uninstall_by_default_and_not_when_keep_is_false(render: Render) -> None:
+    for crd in crds_of(render()).values():
+        assert crd["metadata"]["annotations"][KEEP] == "keep"
+    for crd in crds_of(render({"crds": {"keep": False}})).values():
+        assert KEEP not in (crd["metadata"].get("annotations") or {})
+
+
+def test_crds_enabled_false_renders_no_crd(render: Render) -> None:
+    assert crds_of(render({"crds": {"enabled": False}})) == {}
+    assert "kopfpeerings.kopf.dev" not in crds_of(render({"crds": {"kopfPeering": False}}))
+
+
+def test_keep_warning_is_in_values_yaml() -> None:
+    text = (CHART / "values.yaml").read_text()
+    assert "deleting a CustomResourceDefinition deletes every object of that kind" in text
+
+
+# --- RBAC -------------------------------------------------------------------------------------
+
+
+def operator_objects(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Everything but the `helm test` hook's own objects."""
+    return [o for o in objects if o["metadata"].get("annotations", {}).get("helm.sh/hook") != "test"]
+
+
+def granted(roles: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for role in roles
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def needed(*, exclude: set[str]) -> set[tuple[str, str, str]]:
+    return {
+        (rule.api_group, resource, verb)
+        for rule in OPERATOR_RULES
+        for resource in rule.resources
+        for verb in rule.verbs
+        if resource not in exclude and rule.api_group not in exclude
+    }
+
+
+def test_cluster_wide_rbac_is_exactly_the_operator_rules(render: Render) -> None:
+    objects = render()
+    assert by_kind(objects, "Role") == []
+    role = one(operator_objects(objects), "ClusterRole")
+    # Default: no PodGroups, and cluster-wide peering only (no namespaced KopfPeering).
+    assert granted([role]) == needed(exclude={*POD_GROUP_API_GROUPS, "kopfpeerings"})
+
+
+def test_pod_groups_and_peering_switch_their_rules(render: Render) -> None:
+    def operator_rules(values: dict[str, Any]) -> set[tuple[str, str, str]]:
+        objects = render(values)
+        return granted([o for o in operator_objects(objects) if o["kind"] in ("ClusterRole", "Role")])
+
+    with_pod_groups = operator_rules({"rbac": {"podGroups": {"enabled": True}}})
+    assert {(group, "podgroups", "create") for group in POD_GROUP_API_GROUPS} <= with_pod_groups
+    no_peering = operator_rules({"operator": {"peering": {"enabled": False}}})
+    assert not {r for r in no_peering if r[0] == "kopf.dev"}
+
+
+def test_watched_namespaces_get_roles_and_the_cluster_role_keeps_only_cluster_rights(render: Render) -> None:
+    objects = render({"watchNamespaces": ["team-a", "team-b"]})
+    cluster_role = one(operator_objects(objects), "ClusterRole")
+    assert {r[1] for r in granted([cluster_role])} == {
+        "hyperframeruntimes",
+        "nodes",
+        "customresourcedefinitions",
+        "tokenreviews",
+    }
+    roles = by_kind(operator_objects(objects), "Role")
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    bindings = by_kind(operator_objects(objects), "RoleBinding")
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    assert granted([cluster_role, *roles]) == needed(exclude={*POD_GROUP_API_GROUPS, "clusterkopfpeerings"})
+    peerings = by_kind(objects, "KopfPeering")
+    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["team-a", "team-b"]
+    assert by_kind(objects, "ClusterKopfPeering") == []
+
+
+def test_operator_is_bound_to_its_cluster_role(render: Render) -> None:
+    objects = operator_objects(render(namespace="hf-ns"))
+    binding = one(objects, "ClusterRoleBinding")
+    role = one(objects, "ClusterRole")
+    account = one(objects, "ServiceAccount")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "hf-ns"}
+    ]
+
+
+# --- Deployment -------------------------------------------------------------------------------
+
+
+def operator_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert isinstance(container, dict)
+    return container
+
+
+def operator_env(objects: list[dict[str, Any]]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in operator_container(objects)["env"] if "value" in e}
+
+
+def test_rendered_env_is_a_valid_operator_config(render: Render) -> None:
+    config = OperatorConfig.from_env(operator_env(render(namespace="hf-ns")))
+    assert config.namespaces == ()
+    assert config.peering_name == "hf-hyperframe-operator"
+    assert config.status_endpoint_url == "http://hf-hyperframe-operator.hf-ns.svc:8081"
+    assert (config.liveness_port, config.metrics_port, config.status_port) == (8080, 9090, 8081)
+
+    config = OperatorConfig.from_env(
+        operator_env(
+            render(
+                {
+                    "watchNamespaces": ["a", "b"],
+                    "operator": {
+                        "qps": 7,
+                        "burst": 9,
+                        "workers": 3,
+                        "logLevel": "DEBUG",
+                        "peering": {"enabled": False},
+                    },
+                    "service": {"enabled": False},
+                }
+            )
+        )
+    )
+    assert config.namespaces == ("a", "b")
+    assert (config.api_qps, config.api_burst, config.workers, config.log_level) == (7.0, 9, 3, "DEBUG")
+    assert config.peering_name == ""
+    assert config.status_endpoint_url == ""
+
+
+def test_operator_pod_is_locked_down(render: Render) -> None:
+    objects = render()
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    container = operator_container(objects)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "health": 8080,
+        "metrics": 9090,
+        "status": 8081,
+    }
+    assert container["command"] == ["python", "-m", "hyperframe.controller"]
+    assert "limits" in container["resources"] and "requests" in container["resources"]
+
+
+def test_image_comes_from_the_pin_matrix(render: Render) -> None:
+    matrix = load_matrix(paths.repo_root())
+    assert operator_container(render())["image"] == matrix.operator_image()
+    digest = "sha256:" + "a" * 64
+    assert (
+        operator_container(render({"image": {"digest": digest}}))["image"]
+        == f"{matrix.operator_repository()}@{digest}"
+    )
+    assert (
+        operator_container(render({"image": {"repository": "r.example/op", "tag": "t1"}}))["image"]
+        == "r.example/op:t1"
+    )
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["version"] == chart["appVersion"] == matrix.version
+
+
+def test_more_replicas_without_peering_is_refused(render_error: Callable[[dict[str, Any]], str]) -> None:
+    message = render_error({"replicaCount": 2, "operator": {"peering": {"enabled": False}}})
+    assert "replicaCount: 2 replicas need operator.peering.enabled: true" in message
+
+
+def test_metrics_service_and_optional_service_monitor(
+    render: Render, render_error: Callable[[dict[str, Any]], str]
+) -> None:
+    objects = render()
+    service = one(objects, "Service")
+    assert {p["name"] for p in service["spec"]["ports"]} == {"metrics", "health", "status"}
+    assert by_kind(objects, "ServiceMonitor") == []
+    monitor = one(
+        render({"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}), "ServiceMonitor"
+    )
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert "service.enabled is false" in render_error(
+        {"serviceMonitor": {"enabled": True}, "service": {"enabled": False}}
+    )
+
+
+# --- naming -----------------------------------------------------------------------------------
+
+
+def test_names_are_cut_to_63_characters_without_a_trailing_dash(render: Render) -> None:
+    long_name = "x" * 62 + "-yyyy"
+    objects = render({"fullnameOverride": long_name}, release="r" * 53, namespace="n" * 63)
+    for obj in objects:
+        name = obj["metadata"]["name"]
+        assert len(name) <= 63 and not name.endswith("-"), name
+        for value in obj["metadata"].get("labels", {}).values():
+            assert len(str(value)) <= 63, value
+
+
+# --- runtimes ---------------------------------------------------------------------------------
+
+
+def runtimes_of(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["metadata"]["name"]: r for r in by_kind(objects, "HyperFrameRuntime")}
+
+
+def matrix_runtimes() -> dict[str, dict[str, Any]]:
+    docs = yaml.safe_load_all((paths.repo_root() / RUNTIMES_FILE).read_text())
+    return {doc["metadata"]["name"]: doc for doc in docs if doc}
+
+
+def test_default_runtimes_are_the_matrix_profiles(render: Render) -> None:
+    rendered = runtimes_of(render())
+    expected = matrix_runtimes()
+    assert set(rendered) == set(expected)
+    for name, runtime in rendered.items():
+        assert runtime["spec"] == expected[name]["spec"]
+        assert runtime["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
+
+
+def test_profiles_override_by_deep_merge_add_and_exclude(
+    render: Render, render_error: Callable[[dict[str, Any]], str], tmp_path: Path
+) -> None:
+    expected = matrix_runtimes()
+    first, *rest = sorted(expected)
+    base_spec = expected[first]["spec"]
+    some_key = next(iter(base_spec))
+    rendered = runtimes_of(
+        render(
+            {
+                "runtimes": {
+                    "exclude": rest,
+                    "profiles": {first: {"zzzAdded": {"x": 1}}, "custom": {"a": "b"}},
+                }
+            }
+        )
+    )
+    assert set(rendered) == {first, "custom"}
+    assert rendered[first]["spec"][some_key] == base_spec[some_key]
+    assert rendered[first]["spec"]["zzzAdded"] == {"x": 1}
+    assert rendered["custom"]["spec"] == {"a": "b"}
+    assert runtimes_of(render({"runtimes": {"installDefaults": False}})) == {}
+    message = render_error({"runtimes": {"exclude": ["no-such-profile"]}})
+    assert '"no-such-profile" is not a default profile' in message
+
+
+# --- helm test --------------------------------------------------------------------------------
+
+
+def test_helm_test_pod_runs_the_check_script_in_the_operator_image(render: Render) -> None:
+    objects = render(namespace="hf-ns")
+    pods = by_kind(objects, "Pod")
+    [pod] = pods
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    [container] = pod["spec"]["containers"]
+    assert container["image"] == operator_container(objects)["image"]
+    assert container["command"][:2] == ["python", "-c"]
+    assert container["command"][2] == (CHART / "files" / "helm-test.py").read_text()
+    env = {e["name"]: e["value"] for e in container["env"]}
+    project = [crd["metadata"]["name"] for crd, _ in load_generator().project_crds()]
+    assert env["HF_CRDS"].split(",") == project
+    assert env["HF_RUNTIMES"].split(",") == sorted(matrix_runtimes())
+    assert env["HF_HEALTH_URL"] == "http://hf-hyperframe-operator.hf-ns.svc:8080/healthz"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert by_kind(render({"tests": {"enabled": False}}), "Pod") == []
