@@ -56,8 +56,10 @@ bench: venv
 # Regenerates every generated file from its single source (each area adds its line).
 generate: venv
 	$(PY) -m hyperframe.api.crd crds
+	$(PY) -m hyperframe.images generate
 
-images:
+# Builds every image with docker buildx bake; exits 3 with an explanation where no Docker engine runs.
+images: venv
 	bash images/build.sh
 
 clean:
