@@ -1,14 +1,14 @@
 """Everything generated from the pin matrix, as pure text functions, plus write and staleness check.
 
 Generated wholly: docker-bake.hcl and images/generated/runtimes.yaml. Generated in part: the
-versions table between markers in docs/images.md, and `appVersion` in the chart's Chart.yaml
-(the chart engineer owns the rest of that file; the line is only rewritten when the file exists).
+versions table between markers in docs/images.md. The chart's generator
+(charts/hyperframe-operator/hack/generate.py) reads the same matrix through `load_matrix` for
+Chart.yaml (version, appVersion = the operator image tag) and copies runtimes.yaml into the chart.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import yaml
 from hyperframe.constants import API_VERSION, RUNTIME_KIND
 from hyperframe.images.matrix import Matrix, Profile
 from hyperframe.images.published import UNPUBLISHED_DIGEST
-from hyperframe.images.repo import BAKE_FILE, CHART_FILE, DOCS_FILE, RUNTIMES_FILE
+from hyperframe.images.repo import BAKE_FILE, DOCS_FILE, RUNTIMES_FILE
 
 __all__ = [
     "ANNOTATION_PUBLISHED",
@@ -33,7 +33,6 @@ __all__ = [
     "runtime_manifest",
     "splice_docs",
     "stale_files",
-    "sync_chart_app_version",
     "write_files",
 ]
 
@@ -267,19 +266,6 @@ def splice_docs(doc: str, table: str) -> str:
     return f"{head}{DOCS_BEGIN}\n{table}\n{DOCS_END}{tail}"
 
 
-# --- chart appVersion ----------------------------------------------------------------------------
-
-_APP_VERSION_RE = re.compile(r"^appVersion:.*$", re.MULTILINE)
-
-
-def sync_chart_app_version(chart: str, version: str) -> str:
-    """Set `appVersion` (the operator image tag) to the hyperframe package version."""
-    line = f'appVersion: "{version}"'
-    if _APP_VERSION_RE.search(chart):
-        return _APP_VERSION_RE.sub(line, chart, count=1)
-    return chart.rstrip("\n") + "\n" + line + "\n"
-
-
 # --- write and check -----------------------------------------------------------------------------
 
 
@@ -289,9 +275,6 @@ def expected_files(root: Path, m: Matrix, published: Mapping[str, str]) -> dict[
     docs = root / DOCS_FILE
     if docs.is_file():
         files[DOCS_FILE] = splice_docs(docs.read_text(encoding="utf-8"), render_versions_table(m))
-    chart = root / CHART_FILE
-    if chart.is_file():
-        files[CHART_FILE] = sync_chart_app_version(chart.read_text(encoding="utf-8"), m.version)
     return files
 
 

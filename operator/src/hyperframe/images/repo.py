@@ -17,7 +17,6 @@ from hyperframe.images.validate import MatrixError, parse_matrix
 
 __all__ = [
     "BAKE_FILE",
-    "CHART_FILE",
     "DOCS_FILE",
     "MATRIX_FILE",
     "RUNTIMES_FILE",
@@ -30,7 +29,6 @@ MATRIX_FILE = Path("images/matrix.yaml")
 BAKE_FILE = Path("docker-bake.hcl")
 RUNTIMES_FILE = Path("images/generated/runtimes.yaml")
 DOCS_FILE = Path("docs/images.md")
-CHART_FILE = Path("charts/hyperframe-operator/Chart.yaml")
 OPERATOR_PYPROJECT = Path("operator/pyproject.toml")
 RUNTIME_PYPROJECT = Path("runtime/pyproject.toml")
 
