@@ -74,7 +74,8 @@ def _schema_value(shape: Shape, meta: FieldMeta) -> dict[str, Any]:
         raw: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         if meta.raw_keys:
             raw["properties"] = {
-                k: {"type": "string", "minLength": 1, "maxLength": 253} for k in meta.raw_keys
+                k: {"description": f"The {k} (required).", "type": "string", "minLength": 1, "maxLength": 253}
+                for k in meta.raw_keys
             }
             raw["required"] = list(meta.raw_keys)
         return raw

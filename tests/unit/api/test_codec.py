@@ -1,0 +1,125 @@
+"""The generic parser: every problem reported at once, with path, problem and fix."""
+
+from __future__ import annotations
+
+import pytest
+from hyperframe.api.codec import dump, parse
+from hyperframe.api.errors import FieldError, SpecError
+from hyperframe.api.job import Frames, JobSpec, Parallelism
+from hyperframe.api.kube import EnvVar
+from hyperframe.api.runtime import RuntimeImages, SmokePolicy
+
+DIGEST = "sha256:" + "a" * 64
+
+
+def errors_of(cls: type, obj: object) -> dict[str, str]:
+    with pytest.raises(SpecError) as info:
+        parse(cls, obj, path="spec")
+    return {e.path: str(e) for e in info.value.errors}
+
+
+def test_required_field_missing_names_path_and_expected_value() -> None:
+    errs = errors_of(Parallelism, {})
+    assert errs == {
+        "spec.pipeline": "spec.pipeline: required field is missing: set it to an integer >= 1 and <= 512"
+    }
+
+
+def test_every_problem_is_reported_not_just_the_first() -> None:
+    errs = errors_of(
+        Frames, {"frames": 0, "microBatchSize": "two", "schedulePolicy": "pipedream", "extra": 1}
+    )
+    assert set(errs) == {"spec.frames", "spec.microBatchSize", "spec.schedulePolicy", "spec.extra"}
+    assert "0 is below the minimum 1" in errs["spec.frames"]
+    assert 'expected an integer, got string "two"' in errs["spec.microBatchSize"]
+    assert "one of hyperframe, gpipe, 1f1b, interleaved1f1b, zbv" in errs["spec.schedulePolicy"]
+
+
+def test_unknown_field_suggests_the_close_spelling() -> None:
+    errs = errors_of(Frames, {"frames": 3, "schedulPolicy": "gpipe"})
+    assert errs["spec.schedulPolicy"].endswith('(did you mean "schedulePolicy"?)')
+
+
+def test_bool_is_not_an_integer_and_int_is_a_number() -> None:
+    assert (
+        "expected an integer, got boolean true" in errors_of(Parallelism, {"pipeline": True})["spec.pipeline"]
+    )
+    smoke = parse(SmokePolicy, {"minBusBandwidthGBps": 40}, path="spec")
+    assert smoke.min_bus_bandwidth_gbps == 40.0 and isinstance(smoke.min_bus_bandwidth_gbps, float)
+
+
+def test_maximum_is_enforced() -> None:
+    assert "above the maximum 512" in errors_of(Parallelism, {"pipeline": 513})["spec.pipeline"]
+
+
+def test_formats_are_checked_with_an_example_fix() -> None:
+    errs = errors_of(RuntimeImages, {"base": "python:3.12", "framework": "repo@" + DIGEST})
+    assert "is not an image reference pinned by digest" in errs["spec.base"]
+    assert "@sha256:" in errs["spec.base"]
+
+
+def test_list_items_and_duplicates_are_reported_with_indexes() -> None:
+    assert "spec.nodes" in errors_of(JobSpec, {})
+    with pytest.raises(SpecError) as info:
+        parse(
+            SmokePolicy,
+            {"deviceChecks": ["visible", "visible"], "ncclMessageSizes": ["1Mi", "big"]},
+            path="spec.smoke",
+        )
+    paths = info.value.paths()
+    assert "spec.smoke.ncclMessageSizes[1]" in paths
+    # Duplicates are only checked once every item parsed, so fix items first.
+    with pytest.raises(SpecError) as info:
+        parse(SmokePolicy, {"deviceChecks": ["visible", "visible"]}, path="spec.smoke")
+    assert info.value.paths() == ["spec.smoke.deviceChecks[1]"]
+    assert "duplicate entry (visible) also at index 0" in str(info.value)
+
+
+def test_map_keyed_lists_reject_duplicate_keys() -> None:
+    with pytest.raises(SpecError) as info:
+        parse(
+            JobSpec,
+            {
+                "runtimeRef": {"name": "r"},
+                "nodes": 1,
+                "gpusPerNode": 0,
+                "procsPerNode": 1,
+                "parallelism": {"pipeline": 1},
+                "frames": {"frames": 1},
+                "entrypoint": {"builtin": {"model": "tiny-gpt"}},
+                "env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}],
+            },
+            path="spec",
+        )
+    assert info.value.paths() == ["spec.env[1]"]
+    assert "name=A" in str(info.value)
+
+
+def test_quantity_accepts_integers_and_keeps_strings() -> None:
+    smoke = parse(SmokePolicy, {"ncclMessageSizes": [1024, "1Mi"]}, path="s")
+    assert smoke.nccl_message_sizes == ("1024", "1Mi")
+
+
+def test_null_means_absent_so_defaults_apply() -> None:
+    assert parse(Parallelism, {"pipeline": 2, "data": None}, path="s").data == 1
+
+
+def test_not_an_object() -> None:
+    errs = errors_of(Parallelism, [1, 2])
+    assert errs == {"spec": "spec: expected an object, got a list: write a mapping of fields"}
+
+
+def test_dump_round_trips_with_wire_names_and_no_nones() -> None:
+    env = parse(EnvVar, {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}, path="e")
+    assert dump(env) == {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    frames = parse(Frames, {"frames": 5}, path="f")
+    assert parse(Frames, dump(frames), path="f") == frames
+    assert "microBatchesPerFrame" in dump(frames) and "checkpoint" not in dump(frames)
+
+
+def test_spec_error_formatting() -> None:
+    err = SpecError([FieldError("spec.a", "is bad", "make it good"), FieldError("spec.b", "too", "also")])
+    assert str(err) == "spec.a: is bad: make it good\nspec.b: too: also"
+    assert err.paths() == ["spec.a", "spec.b"]
+    with pytest.raises(ValueError, match="at least one"):
+        SpecError([])
