@@ -24,6 +24,9 @@ def main() -> int:
         log_format=kopf.LogFormat.JSON if config.log_format == "json" else kopf.LogFormat.FULL,
     )
     logging.getLogger().setLevel(config.log_level.upper())
+    if config.log_level.upper() != "DEBUG":
+        # kopf logs every handled watch event at INFO; the controller logs the transitions instead.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     controller = Controller(config)
     kopf.run(
         registry=build_registry(controller),
