@@ -70,22 +70,20 @@ app.kubernetes.io/part-of: hyperframe
 {{- end }}
 
 {{/*
-The operator image. The repository and tag default to what Chart.yaml records, and Chart.yaml
-is generated from the pin matrix (images/matrix.yaml), so the chart never names a version twice.
-A digest, when set, pins the image exactly and wins over the tag.
+The operator image. Repository, tag and digest default to what Chart.yaml records, and Chart.yaml
+is generated from the pin matrix (images/matrix.yaml, images/published.yaml), so the chart never
+names a version twice. A digest pins the image exactly and wins over the tag; the recorded
+digest applies only while image.repository and image.tag are left at their defaults.
 */}}
 {{- define "hyperframe-operator.image" -}}
 {{- $repository := .Values.image.repository | default (index .Chart.Annotations "hyperframe.dev/operator-image") -}}
-{{- if .Values.image.digest -}}
-{{- printf "%s@%s" $repository .Values.image.digest -}}
+{{- $digest := .Values.image.digest -}}
+{{- if and (not $digest) (not .Values.image.repository) (not .Values.image.tag) -}}
+{{- $digest = index .Chart.Annotations "hyperframe.dev/operator-image-digest" | default "" -}}
+{{- end -}}
+{{- if $digest -}}
+{{- printf "%s@%s" $repository $digest -}}
 {{- else -}}
 {{- printf "%s:%s" $repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
-{{- end }}
-
-{{/*
-The namespaces the operator watches, as a list; empty means every namespace.
-*/}}
-{{- define "hyperframe-operator.clusterWide" -}}
-{{- if not .Values.watchNamespaces }}true{{ end }}
 {{- end }}
