@@ -57,6 +57,8 @@ bench: venv
 generate: venv
 	$(PY) -m hyperframe.api.crd crds
 	$(PY) -m hyperframe.images generate
+	# Last: the chart copies crds/ and images/generated/ (and reads controller/rbac.py).
+	$(PY) charts/hyperframe-operator/hack/generate.py
 
 # Builds every image with docker buildx bake; exits 3 with an explanation where no Docker engine runs.
 images: venv
