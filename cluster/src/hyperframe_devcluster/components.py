@@ -72,6 +72,9 @@ def apiserver_command(binary: Path, cfg: ClusterConfig, ports: Ports, pki: Pki) 
         f"--service-account-signing-key-file={pki.sa_key}",
         f"--service-cluster-ip-range={cfg.service_cidr}",
         "--allow-privileged=true",
+        # The `kubernetes` Service cannot point at a loopback address; nothing in-cluster
+        # could reach it anyway (pods are simulated).
+        "--endpoint-reconciler-type=none",
         "--profiling=false",
         "--v=1",
     ]

@@ -59,11 +59,14 @@ class Kubectl:
         """`kubectl <args> -o json`, parsed."""
         return json.loads(self.run(*args, "-o", "json").stdout)
 
-    def apply(self, objects: Iterable[Mapping[str, Any]], *, server_side: bool = False) -> None:
-        """`kubectl apply -f -` of the given objects (sent as a JSON List)."""
+    def apply(
+        self, objects: Iterable[Mapping[str, Any]], *, namespace: str | None = None, server_side: bool = False
+    ) -> None:
+        """`kubectl apply -f -` of the given objects (sent as a JSON List), into `namespace` if given."""
         body = json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objects)})
         extra = ["--server-side", "--force-conflicts"] if server_side else []
-        self.run("apply", *extra, "-f", "-", input=body)
+        ns = ["-n", namespace] if namespace else []
+        self.run("apply", *ns, *extra, "-f", "-", input=body)
 
     def apply_file(self, path: Path) -> None:
         self.run("apply", "-f", str(path))

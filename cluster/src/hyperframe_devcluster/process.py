@@ -27,6 +27,10 @@ __all__ = [
 
 _PR_SET_PDEATHSIG = 1
 
+# Components started by this process, by pid: kept referenced so that Popen objects are not
+# collected (and warn) while their process runs, and waited for when stopped (no zombies).
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
 
 class ComponentNotReadyError(RuntimeError):
     """A component did not become ready in time (the message carries its log tail)."""
@@ -92,6 +96,7 @@ def start_component(
             preexec_fn=_die_with_parent if die_with_parent else None,
         )
     pid_file.write_text(f"{proc.pid}\n")
+    _CHILDREN[proc.pid] = proc
     return proc
 
 
@@ -123,6 +128,11 @@ def _signal(pid: int, sig: signal.Signals) -> None:
 
 def _reap(pid: int) -> None:
     """Collect the exit status if the process is our own child (no zombie left behind)."""
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        if child.poll() is not None:
+            del _CHILDREN[pid]
+        return
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
 
