@@ -1,0 +1,162 @@
+"""The operator's job lifecycle against the real control plane with KWOK GPU nodes.
+
+Happy path, worker failure (gang restart), deadline, TTL, suspend/resume, and deletion with
+garbage collection. One operator process serves the module (see operator_harness.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hyperframe.constants import GROUP, LABEL_JOB
+from hyperframe_devcluster.faults import finish_pod
+from hyperframe_devcluster.kube import Kubectl
+from hyperframe_devcluster.sim import GPU_RESOURCE
+from operator_harness import (
+    OperatorProcess,
+    condition,
+    generation_of,
+    gpu_job,
+    live_pods,
+    operator,
+    pods,
+    rank_pod,
+    status,
+    wait,
+    wait_phase,
+    wait_running_gang,
+)
+
+pytestmark = pytest.mark.cluster
+__all__ = ["operator"]  # the module-scoped fixture, re-exported for pytest
+
+
+def test_happy_path_gate_running_rank0_succeeds_and_running_pods_are_cleaned(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply([gpu_job("happy", namespace, nodes=2)])
+    gang = wait_running_gang(operator, kubectl, namespace, "happy", nodes=2, generation=0)
+    for pod in gang:
+        assert pod["spec"]["nodeName"].startswith("hf-gpu-"), "pods land on the simulated GPU nodes"
+        limits = pod["spec"]["containers"][0]["resources"]["limits"]
+        assert limits[GPU_RESOURCE] == "8"
+    st = status(kubectl, namespace, "happy")
+    assert condition(st, "SmokeTestPassed")["status"] == "True"
+    assert condition(st, "Running")["status"] == "True"
+    assert st["smokeTest"]["passed"] is True
+    assert {n["node"] for n in st["smokeTest"]["nodes"]} == {p["spec"]["nodeName"] for p in gang}
+    for kind in ("service", "configmap"):
+        obj = kubectl.json("get", kind, "-n", namespace, "-l", f"{LABEL_JOB}=happy")["items"]
+        assert len(obj) == 1 and obj[0]["metadata"]["ownerReferences"][0]["kind"] == "HyperFrameJob"
+
+    finish_pod(kubectl, namespace, rank_pod(gang, 0)["metadata"]["name"], exit_code=0)
+    st = wait_phase(operator, kubectl, namespace, "happy", "Succeeded")
+    assert condition(st, "Succeeded")["status"] == "True" and st["completionTime"]
+    # cleanPodPolicy Running: the worker is deleted, the completed rank-0 pod stays for its logs.
+    left = wait(
+        operator,
+        lambda: live_pods(kubectl, namespace, "happy"),
+        lambda ps: len(ps) == 1,
+        what="only rank 0 left",
+    )
+    assert left[0]["status"]["phase"] == "Succeeded"
+    reasons = {e["reason"] for e in kubectl.json("get", "events", "-n", namespace)["items"]}
+    assert {"Created", "SmokeTesting", "SmokeTestPassed", "Running", "Succeeded"} <= reasons
+    metrics = operator.metrics()
+    assert (
+        "hyperframe_jobs_succeeded_total" in metrics
+        and "hyperframe_reconcile_duration_seconds_bucket" in metrics
+    )
+
+
+def test_worker_failure_recreates_the_whole_gang(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply([gpu_job("wfail", namespace, nodes=2)])
+    gang = wait_running_gang(operator, kubectl, namespace, "wfail", nodes=2, generation=0)
+    finish_pod(kubectl, namespace, rank_pod(gang, 1)["metadata"]["name"], exit_code=1, message="CUDA error")
+    st = wait(
+        operator,
+        lambda: status(kubectl, namespace, "wfail"),
+        lambda s: s.get("restarts") == 1,
+        what="restarts == 1",
+    )
+    assert st["gangGeneration"] == 1
+    assert condition(st, "Restarting")["reason"] == "PodFailed"
+    new = wait_running_gang(operator, kubectl, namespace, "wfail", nodes=2, generation=1)
+    old_names = {p["metadata"]["name"] for p in gang}
+    assert not old_names & {p["metadata"]["name"] for p in new}, (
+        "every pod was replaced, not only the failed one"
+    )
+    assert all(generation_of(p) == 1 for p in pods(kubectl, namespace, "wfail"))
+    assert status(kubectl, namespace, "wfail")["restarts"] == 1
+
+
+def test_deadline_fails_the_job_and_removes_its_pods(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply([gpu_job("deadline", namespace, run_policy={"activeDeadlineSeconds": 8})])
+    wait_running_gang(operator, kubectl, namespace, "deadline", nodes=2, generation=0)
+    st = wait_phase(operator, kubectl, namespace, "deadline", "Failed", timeout_s=40)
+    assert condition(st, "Failed")["reason"] == "DeadlineExceeded"
+    wait(operator, lambda: live_pods(kubectl, namespace, "deadline"), lambda ps: not ps, what="no pods left")
+
+
+def test_ttl_deletes_the_finished_job_and_nothing_recreates_it(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply([gpu_job("ttl", namespace, run_policy={"ttlSecondsAfterFinished": 2})])
+    gang = wait_running_gang(operator, kubectl, namespace, "ttl", nodes=2, generation=0)
+    finish_pod(kubectl, namespace, rank_pod(gang, 0)["metadata"]["name"], exit_code=0)
+    wait(
+        operator,
+        lambda: status(kubectl, namespace, "ttl"),
+        lambda s: s.get("_absent", False),
+        what="job deleted",
+    )
+    # No recreate loop: the job stays gone and no pod of it comes back while the operator runs on.
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        assert status(kubectl, namespace, "ttl").get("_absent"), "the job was recreated"
+        assert not live_pods(kubectl, namespace, "ttl"), "pods of a deleted job were recreated"
+        time.sleep(1)
+
+
+def test_suspend_deletes_pods_keeps_status_and_resume_recreates(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    job = gpu_job("susp", namespace, run_policy={"suspend": True})
+    kubectl.apply([job])
+    wait_phase(operator, kubectl, namespace, "susp", "Suspended")
+    assert not pods(kubectl, namespace, "susp"), "a job created suspended (Kueue admission) makes no pods"
+
+    patch = '{"spec": {"runPolicy": {"suspend": %s}}}'
+    kubectl.run("patch", "hyperframejob", "susp", "-n", namespace, "--type=merge", "-p", patch % "false")
+    wait_running_gang(operator, kubectl, namespace, "susp", nodes=2, generation=0)
+
+    kubectl.run("patch", "hyperframejob", "susp", "-n", namespace, "--type=merge", "-p", patch % "true")
+    st = wait_phase(operator, kubectl, namespace, "susp", "Suspended")
+    assert condition(st, "Suspended")["status"] == "True"
+    assert st["restarts"] == 0 and st["smokeTest"]["passed"] is True, "status is kept while suspended"
+    wait(operator, lambda: live_pods(kubectl, namespace, "susp"), lambda ps: not ps, what="pods deleted")
+
+    kubectl.run("patch", "hyperframejob", "susp", "-n", namespace, "--type=merge", "-p", patch % "false")
+    wait_running_gang(operator, kubectl, namespace, "susp", nodes=2, generation=1)
+    assert status(kubectl, namespace, "susp")["restarts"] == 0, "a resume is not a restart"
+
+
+def test_delete_garbage_collects_every_object(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply([gpu_job("gone", namespace)])
+    wait_running_gang(operator, kubectl, namespace, "gone", nodes=2, generation=0)
+    kubectl.run("delete", f"hyperframejobs.{GROUP}", "gone", "-n", namespace, "--wait=true", "--timeout=60s")
+
+    def owned() -> list[str]:
+        out = kubectl.run(
+            "get", "pods,services,configmaps", "-n", namespace, "-l", f"{LABEL_JOB}=gone", "-o", "name"
+        )
+        return out.stdout.split()
+
+    wait(operator, owned, lambda names: not names, what="the GC removed pods, Service and ConfigMap")
