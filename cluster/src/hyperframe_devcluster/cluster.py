@@ -9,9 +9,12 @@ processes of a previous run in the same state directory (pid files) are stopped 
 from __future__ import annotations
 
 import shutil
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import yaml
 
 from . import components, paths, sim
 from .config import COMPONENTS, ClusterConfig, Ports, free_ports
@@ -26,6 +29,7 @@ from .process import (
     stop_component,
     wait_until,
 )
+from .rest import ApiError, RestClient
 
 __all__ = ["LocalCluster", "UpReport"]
 
@@ -132,19 +136,24 @@ class LocalCluster:
         scheduler = paths.binary("kube-scheduler")
         self._launch("kube-scheduler", components.scheduler_command(scheduler, cfg, ports))
         # While those two start: Stages must exist before KWOK starts watching them.
-        kubectl = self.kubectl
-        kubectl.apply_file(paths.kwok_stage_crd())
-        kubectl.run("wait", "--for=condition=Established", "--timeout=30s", "crd/stages.kwok.x-k8s.io")
-        kubectl.apply(sim.project_stages())
+        api = self._rest(ports)
+        crd = yaml.safe_load(paths.kwok_stage_crd().read_text())
+        api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        stages = sim.project_stages()
+        self._wait(
+            "kube-apiserver", "the KWOK Stage CRD to serve", lambda: _created(api, _STAGES_PATH, stages[0])
+        )
+        for stage in stages[1:]:
+            api.create(_STAGES_PATH, stage)
         step("kwok-stages")
 
         self._launch("kwok", components.kwok_command(paths.kwok(), cfg, ports))
         nodes = [sim.gpu_node(i) for i in range(cfg.gpu_nodes)]
         nodes += [sim.system_node(i) for i in range(cfg.system_nodes)]
-        if nodes:
-            kubectl.apply(nodes)
+        for node in nodes:
+            api.create("/api/v1/nodes", node)
         self._wait("kwok", "/healthz", lambda: http_ok(f"http://127.0.0.1:{ports.kwok}/healthz"))
-        self._wait("kwok", f"{len(nodes)} Ready nodes", lambda: self._ready_nodes() >= len(nodes))
+        self._wait("kwok", f"{len(nodes)} Ready nodes", lambda: _ready_nodes(api) >= len(nodes))
         step("kwok-nodes")
 
         insecure = insecure_context()
@@ -160,7 +169,11 @@ class LocalCluster:
         )
         # The serviceaccount controller creating `default` proves the controllers run; pods
         # cannot be created in a namespace before its default service account exists.
-        self._wait("kube-controller-manager", "serviceaccount default/default", self._default_sa_exists)
+        self._wait(
+            "kube-controller-manager",
+            "serviceaccount default/default",
+            lambda: api.exists("/api/v1/namespaces/default/serviceaccounts/default"),
+        )
         step("controllers")
 
     def _write_kubeconfigs(self, ports: Ports, pki: Pki) -> None:
@@ -194,22 +207,15 @@ class LocalCluster:
             alive=lambda: self.pid(component) is not None,
         )
 
-    def _apiserver_ready(self, ports: Ports) -> bool:
+    def _apiserver_context(self) -> ssl.SSLContext:
         pki = self.pki
-        context = apiserver_context(pki.ca_cert, pki.client_cert("admin"), pki.client_key("admin"))
-        return http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", context=context)
+        return apiserver_context(pki.ca_cert, pki.client_cert("admin"), pki.client_key("admin"))
 
-    def _ready_nodes(self) -> int:
-        result = self.kubectl.run(
-            "get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type=='Ready')].status}{'\\n'}{end}",
-            check=False,
-        )  # fmt: skip
-        return result.stdout.split().count("True") if result.returncode == 0 else 0
+    def _apiserver_ready(self, ports: Ports) -> bool:
+        return http_ok(f"https://127.0.0.1:{ports.apiserver}/readyz", context=self._apiserver_context())
 
-    def _default_sa_exists(self) -> bool:
-        return (
-            self.kubectl.run("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
-        )
+    def _rest(self, ports: Ports) -> RestClient:
+        return RestClient(f"https://127.0.0.1:{ports.apiserver}", self._apiserver_context())
 
     # --- down -------------------------------------------------------------------------------
     def down(self) -> list[str]:
@@ -217,6 +223,30 @@ class LocalCluster:
         stopped = [c for c in reversed(COMPONENTS) if stop_component(self.config.pid_file(c), self._marker)]
         self.config.state_file.unlink(missing_ok=True)
         return stopped
+
+
+_STAGES_PATH = "/apis/kwok.x-k8s.io/v1alpha1/stages"
+
+
+def _created(api: RestClient, path: str, obj: dict[str, Any]) -> bool:
+    """Create `obj`; False while its API is not served yet (a CRD just became established)."""
+    try:
+        api.create(path, obj)
+    except ApiError as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+def _ready_nodes(api: RestClient) -> int:
+    nodes = api.get("/api/v1/nodes")["items"]
+    return sum(
+        1
+        for node in nodes
+        for condition in node.get("status", {}).get("conditions", [])
+        if condition["type"] == "Ready" and condition["status"] == "True"
+    )
 
 
 class _Stopwatch:

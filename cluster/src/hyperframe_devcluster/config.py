@@ -72,8 +72,8 @@ class ClusterConfig:
     """Simulated untainted CPU-only nodes, where non-GPU pods (e.g. a Deployment from a chart) run."""
     service_cidr: str = "10.96.0.0/16"
     pod_cidr: str = "10.244.0.0/16"
-    start_timeout_s: float = 60.0
-    """Per-component readiness timeout."""
+    start_timeout_s: float = 120.0
+    """Per-component readiness timeout (generous: CI machines and shared laptops are slow)."""
     die_with_parent: bool = False
     """Components get SIGTERM when the starting process dies (pytest sessions), not for `make cluster-up`."""
 

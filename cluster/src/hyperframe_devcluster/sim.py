@@ -30,6 +30,7 @@ node's annotations.
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any, Final
 
 import yaml
@@ -60,6 +61,8 @@ __all__ = [
     "gpu_node",
     "gpu_node_name",
     "project_stages",
+    "stage_files",
+    "stage_text",
     "system_node",
     "system_node_name",
 ]
@@ -106,16 +109,6 @@ GPU_TOLERATION: Final[dict[str, str]] = {
 # KWOK manages only nodes with this annotation (see components.KWOK_MANAGE_ANNOTATION).
 KWOK_NODE_ANNOTATION: Final[dict[str, str]] = {"kwok.x-k8s.io/node": "fake"}
 LABEL_SIMULATED: Final = "hyperframe.dev/simulated-node"
-
-_STAGE_FILES: Final = (
-    "node-ready.yaml",
-    "node-not-ready.yaml",
-    "pod-start.yaml",
-    "pod-init-complete.yaml",
-    "pod-init-fail.yaml",
-    "pod-exit.yaml",
-    "pod-delete.yaml",
-)
 
 
 def gpu_node_name(index: int) -> str:
@@ -189,10 +182,16 @@ def system_node(index: int) -> dict[str, Any]:
     )
 
 
+def stage_files() -> list[Traversable]:
+    """The Stage manifests shipped in this package (`stages/*.yaml`)."""
+    folder = resources.files("hyperframe_devcluster").joinpath("stages")
+    return sorted((f for f in folder.iterdir() if f.name.endswith(".yaml")), key=lambda f: f.name)
+
+
 def stage_text(file_name: str) -> str:
     return resources.files("hyperframe_devcluster").joinpath("stages", file_name).read_text()
 
 
 def project_stages() -> list[dict[str, Any]]:
     """The project's KWOK Stage objects, installed by `up`."""
-    return [yaml.safe_load(stage_text(name)) for name in _STAGE_FILES]
+    return [yaml.safe_load(f.read_text()) for f in stage_files()]
