@@ -94,8 +94,10 @@ def test_rule_messages_end_with_the_fix() -> None:
     for entry in spec["x-kubernetes-validations"]:
         rule = by_rule[entry["rule"]]
         assert entry["message"].endswith(": " + rule.fix)
-        if rule.message_expression:
-            assert entry["messageExpression"].endswith(repr(": " + rule.fix).replace("'", '"'))
+        if rule.message_format:
+            assert entry["messageExpression"].startswith(f'"{rule.message_format}: {rule.fix}".format([')
+            assert entry["messageExpression"].count("%") == rule.message_format.count("%")
+            assert len(rule.message_args) == rule.message_format.count("%")
 
 
 def test_defaults_match_the_models() -> None:

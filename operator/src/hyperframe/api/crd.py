@@ -93,14 +93,12 @@ def job_crd() -> dict[str, Any]:
             "rule": f"size(self.metadata.name) <= {MAX_JOB_NAME_LENGTH}",
             "message": f"metadata.name: at most {MAX_JOB_NAME_LENGTH} characters, because pod names and hostnames "
             "add a generation and rank suffix and must stay within 63: use a shorter name",
-            "fieldPath": ".metadata.name",
-            "reason": "FieldValueTooLong",
+            "reason": "FieldValueInvalid",
         },
         {
             "rule": f"self.metadata.name.matches('{JOB_NAME_PATTERN}')",
             "message": "metadata.name: must be a DNS label starting with a letter (it is also the headless "
             "Service name): use lower-case letters, digits and '-'",
-            "fieldPath": ".metadata.name",
             "reason": "FieldValueInvalid",
         },
     ]

@@ -93,13 +93,16 @@ class Rule:
 
     cel: str
     message: str
-    """Static message for the API server (used when no message_expression)."""
+    """Static message for the API server (used when no message_format)."""
     fix: str
     """How to fix a violation; appended to both messages."""
     field_path: str = ""
     """Path of the offending field relative to the object, e.g. ``.parallelism``."""
-    message_expression: str | None = None
-    """Optional CEL string expression with the actual values, same wording as ``check``."""
+    message_format: str | None = None
+    """Optional message with the actual values, in CEL ``format`` syntax (%d, %s), same wording as
+    ``check``; ``message_args`` are the CEL expressions for the placeholders. (``format`` rather than
+    string concatenation, because the API server's cost estimator rejects concatenated messages.)"""
+    message_args: tuple[str, ...] = ()
     check: Callable[[Any], str | None] | None = None
     reason: str = "FieldValueInvalid"
 

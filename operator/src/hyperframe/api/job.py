@@ -222,22 +222,41 @@ def procs_per_node(spec: JobSpec) -> int:
     return spec.procs_per_node or 0
 
 
+# Problem texts shared by the CEL messages (format()) and the Python checks, so both read the same.
+_PROCS_MISMATCH = "a GPU job runs one rank per GPU, but procsPerNode (%d) != gpusPerNode (%d)"
+_PRODUCT = "pipeline (%d) x data (%d) = %d, but nodes (%d) x %s (%d) = %d"
+_DEPTH = "%s needs at least one micro-batch per pipeline stage, but microBatchesPerFrame (%d) < pipeline (%d)"
+_INTERLEAVED = "interleaved1f1b needs microBatchesPerFrame (%d) to be a multiple of pipeline (%d)"
+_CKPT_VOLUME = "volume %s is not in spec.volumes"
+_RANKS_CEL = "(self.gpusPerNode > 0 ? self.gpusPerNode : (has(self.procsPerNode) ? self.procsPerNode : 0))"
+
+
+def _procs_problem(s: JobSpec) -> str | None:
+    if s.gpus_per_node == 0 or s.procs_per_node in (None, s.gpus_per_node):
+        return None
+    return _PROCS_MISMATCH % (s.procs_per_node, s.gpus_per_node)
+
+
 def _product_problem(s: JobSpec) -> str | None:
     p, d = s.parallelism.pipeline, s.parallelism.data
     ranks = procs_per_node(s)
     if p * d == s.nodes * ranks:
         return None
-    per = f"gpusPerNode ({s.gpus_per_node})" if s.gpus_per_node > 0 else f"procsPerNode ({ranks})"
-    return f"pipeline ({p}) x data ({d}) = {p * d}, but nodes ({s.nodes}) x {per} = {s.nodes * ranks}"
+    per = "gpusPerNode" if s.gpus_per_node > 0 else "procsPerNode"
+    return _PRODUCT % (p, d, p * d, s.nodes, per, ranks, s.nodes * ranks)
 
 
 def _depth_problem(s: JobSpec) -> str | None:
     f = s.frames
     if f.schedule_policy in POLICIES_NEEDING_DEPTH and f.micro_batches_per_frame < s.parallelism.pipeline:
-        return (
-            f"{f.schedule_policy} needs at least one micro-batch per pipeline stage, but "
-            f"microBatchesPerFrame ({f.micro_batches_per_frame}) < pipeline ({s.parallelism.pipeline})"
-        )
+        return _DEPTH % (f.schedule_policy, f.micro_batches_per_frame, s.parallelism.pipeline)
+    return None
+
+
+def _interleaved_problem(s: JobSpec) -> str | None:
+    f = s.frames
+    if f.schedule_policy == "interleaved1f1b" and f.micro_batches_per_frame % s.parallelism.pipeline:
+        return _INTERLEAVED % (f.micro_batches_per_frame, s.parallelism.pipeline)
     return None
 
 
@@ -245,7 +264,28 @@ def _volume_names(s: JobSpec) -> set[str]:
     return {str(v.get("name")) for v in s.volumes}
 
 
-_RANKS_CEL = "(self.gpusPerNode > 0 ? self.gpusPerNode : (has(self.procsPerNode) ? self.procsPerNode : 0))"
+def _checkpoint_problem(s: JobSpec) -> str | None:
+    ckpt = s.frames.checkpoint
+    if ckpt is None or ckpt.volume in _volume_names(s):
+        return None
+    return _CKPT_VOLUME % ckpt.volume
+
+
+def _mounts_problem(s: JobSpec) -> str | None:
+    names = _volume_names(s)
+    for i, m in enumerate(s.volume_mounts):
+        if m.name not in names:
+            return f"volumeMounts[{i}] names volume {m.name}, which is not in spec.volumes"
+    return None
+
+
+def _cpu_procs_problem(s: JobSpec) -> str | None:
+    if s.gpus_per_node > 0 or s.procs_per_node is not None:
+        return None
+    return "a CPU job (gpusPerNode 0) needs procsPerNode"
+
+
+_DEPTH_POLICIES_CEL = "[" + ", ".join(f"'{p}'" for p in POLICIES_NEEDING_DEPTH) + "]"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,47 +299,40 @@ class JobSpec:
             fix="set procsPerNode to the number of ranks per node",
             field_path=".procsPerNode",
             reason="FieldValueRequired",
-            check=lambda s: (
-                None
-                if s.gpus_per_node > 0 or s.procs_per_node is not None
-                else "a CPU job (gpusPerNode 0) needs procsPerNode"
-            ),
+            check=_cpu_procs_problem,
         ),
         Rule(
             cel="self.gpusPerNode == 0 || !has(self.procsPerNode) || self.procsPerNode == self.gpusPerNode",
             message="a GPU job runs one rank per GPU, so procsPerNode must equal gpusPerNode",
-            message_expression="'a GPU job runs one rank per GPU, but procsPerNode (' + string(self.procsPerNode) "
-            "+ ') != gpusPerNode (' + string(self.gpusPerNode) + ')'",
+            message_format=_PROCS_MISMATCH,
+            message_args=("self.procsPerNode", "self.gpusPerNode"),
             fix="remove procsPerNode",
             field_path=".procsPerNode",
-            check=lambda s: (
-                None
-                if s.gpus_per_node == 0 or s.procs_per_node in (None, s.gpus_per_node)
-                else f"a GPU job runs one rank per GPU, but procsPerNode ({s.procs_per_node}) != "
-                f"gpusPerNode ({s.gpus_per_node})"
-            ),
+            check=_procs_problem,
         ),
         Rule(
             cel=f"self.parallelism.pipeline * self.parallelism.data == self.nodes * {_RANKS_CEL}",
             message="pipeline x data must equal nodes x ranks per node",
-            message_expression="'pipeline (' + string(self.parallelism.pipeline) + ') x data (' "
-            "+ string(self.parallelism.data) + ') = ' + string(self.parallelism.pipeline * self.parallelism.data) "
-            "+ ', but nodes (' + string(self.nodes) + ') x ' + (self.gpusPerNode > 0 ? 'gpusPerNode (' "
-            "+ string(self.gpusPerNode) : 'procsPerNode (' + string(" + _RANKS_CEL + ")) + ') = ' "
-            "+ string(self.nodes * " + _RANKS_CEL + ")",
+            message_format=_PRODUCT,
+            message_args=(
+                "self.parallelism.pipeline",
+                "self.parallelism.data",
+                "self.parallelism.pipeline * self.parallelism.data",
+                "self.nodes",
+                "self.gpusPerNode > 0 ? 'gpusPerNode' : 'procsPerNode'",
+                _RANKS_CEL,
+                f"self.nodes * {_RANKS_CEL}",
+            ),
             fix="make pipeline x data equal to the number of ranks",
             field_path=".parallelism",
             check=_product_problem,
         ),
         Rule(
-            cel="!(self.frames.schedulePolicy in "
-            + "["
-            + ", ".join(f"'{p}'" for p in POLICIES_NEEDING_DEPTH)
-            + "]) || self.frames.microBatchesPerFrame >= self.parallelism.pipeline",
+            cel=f"!(self.frames.schedulePolicy in {_DEPTH_POLICIES_CEL}) "
+            "|| self.frames.microBatchesPerFrame >= self.parallelism.pipeline",
             message="this schedule needs at least one micro-batch per pipeline stage",
-            message_expression="self.frames.schedulePolicy + ' needs at least one micro-batch per pipeline "
-            "stage, but microBatchesPerFrame (' + string(self.frames.microBatchesPerFrame) + ') < pipeline (' "
-            "+ string(self.parallelism.pipeline) + ')'",
+            message_format=_DEPTH,
+            message_args=("self.frames.schedulePolicy", "self.frames.microBatchesPerFrame", "self.parallelism.pipeline"),
             fix="raise frames.microBatchesPerFrame to at least parallelism.pipeline, or use gpipe/hyperframe",
             field_path=".frames.microBatchesPerFrame",
             check=_depth_problem,
@@ -308,43 +341,27 @@ class JobSpec:
             cel="self.frames.schedulePolicy != 'interleaved1f1b' "
             "|| self.frames.microBatchesPerFrame % self.parallelism.pipeline == 0",
             message="interleaved1f1b needs microBatchesPerFrame to be a multiple of pipeline",
-            message_expression="'interleaved1f1b needs microBatchesPerFrame (' + string(self.frames.microBatchesPerFrame) "
-            "+ ') to be a multiple of pipeline (' + string(self.parallelism.pipeline) + ')'",
+            message_format=_INTERLEAVED,
+            message_args=("self.frames.microBatchesPerFrame", "self.parallelism.pipeline"),
             fix="use a multiple of parallelism.pipeline",
             field_path=".frames.microBatchesPerFrame",
-            check=lambda s: (
-                None
-                if s.frames.schedule_policy != "interleaved1f1b"
-                or s.frames.micro_batches_per_frame % s.parallelism.pipeline == 0
-                else f"interleaved1f1b needs microBatchesPerFrame ({s.frames.micro_batches_per_frame}) to be a "
-                f"multiple of pipeline ({s.parallelism.pipeline})"
-            ),
+            check=_interleaved_problem,
         ),
         Rule(
             cel="!has(self.frames.checkpoint) || self.volumes.exists(v, v.name == self.frames.checkpoint.volume)",
             message="the checkpoint volume is not in spec.volumes",
-            message_expression="'volume ' + self.frames.checkpoint.volume + ' is not in spec.volumes'",
+            message_format=_CKPT_VOLUME,
+            message_args=("self.frames.checkpoint.volume",),
             fix="add a volume with that name to spec.volumes",
             field_path=".frames.checkpoint.volume",
-            check=lambda s: (
-                None
-                if s.frames.checkpoint is None or s.frames.checkpoint.volume in _volume_names(s)
-                else f"volume {s.frames.checkpoint.volume} is not in spec.volumes"
-            ),
+            check=_checkpoint_problem,
         ),
         Rule(
             cel="self.volumeMounts.all(m, self.volumes.exists(v, v.name == m.name))",
             message="a volumeMount names a volume that is not in spec.volumes",
             fix="add the volume to spec.volumes or fix the mount's name",
             field_path=".volumeMounts",
-            check=lambda s: next(
-                (
-                    f"volumeMounts[{i}] names volume {m.name}, which is not in spec.volumes"
-                    for i, m in enumerate(s.volume_mounts)
-                    if m.name not in _volume_names(s)
-                ),
-                None,
-            ),
+            check=_mounts_problem,
         ),
         Rule(
             cel="has(self.procsPerNode) == has(oldSelf.procsPerNode)",

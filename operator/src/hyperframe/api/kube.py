@@ -35,7 +35,8 @@ class EnvVar:
         Rule(
             cel=f"!(self.name in {_RESERVED_CEL})",
             message="this name is reserved: HyperFrame sets it in every pod",
-            message_expression="self.name + ' is reserved: HyperFrame sets it in every pod'",
+            message_format="%s is reserved: HyperFrame sets it in every pod",
+            message_args=("self.name",),
             fix="remove it; HyperFrame sets the rendezvous variables (MASTER_ADDR, WORLD_SIZE, PET_*) itself",
             field_path=".name",
             reason="FieldValueForbidden",

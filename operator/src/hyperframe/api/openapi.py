@@ -22,8 +22,9 @@ __all__ = ["cel_rule", "schema_for_model"]
 def cel_rule(rule: Rule) -> dict[str, Any]:
     """One ``x-kubernetes-validations`` entry; the fix text ends every message."""
     out: dict[str, Any] = {"rule": rule.cel, "message": f"{rule.message}: {rule.fix}"}
-    if rule.message_expression is not None:
-        out["messageExpression"] = f"{rule.message_expression} + {json.dumps(': ' + rule.fix)}"
+    if rule.message_format is not None:
+        template = json.dumps(f"{rule.message_format}: {rule.fix.replace('%', '%%')}")
+        out["messageExpression"] = f"{template}.format([{', '.join(rule.message_args)}])"
     if rule.field_path:
         out["fieldPath"] = rule.field_path
     out["reason"] = rule.reason

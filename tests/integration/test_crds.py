@@ -1,0 +1,205 @@
+"""The generated CRDs on the real local control plane (issue 3).
+
+Covers: both CRDs install and become Established; every example applies and the API server
+defaults it exactly as the Python models do; `kubectl get hfj/hfr` shows the printer columns
+(also after a status-subresource update); every server-checkable bad manifest of
+tests/unit/api/bad_jobs.yaml is rejected with a message naming its field (create-time rules and
+the immutability transition rules); and `hyperframe render` output passes server-side dry-run,
+also when rendered from the stored job (uid, ownerReferences) as the operator does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from hyperframe.api.crd import CRD_FILES
+from hyperframe.api.models import parse_job
+from hyperframe.constants import GROUP, JOB_PLURAL, RUNTIME_PLURAL
+from hyperframe.render import RenderContext, render_job
+from hyperframe.render.yamlout import dump_manifests
+from hyperframe_devcluster import Kubectl
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_api_helpers() -> ModuleType:
+    # The bad-manifest table and example helpers are shared with the unit tests (one table).
+    path = ROOT / "tests" / "unit" / "api" / "api_helpers.py"
+    spec = importlib.util.spec_from_file_location("hf_api_test_helpers", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+H = _load_api_helpers()
+SERVER_CASES = [c for c in H.bad_jobs() if not c.get("render_only")]
+
+
+@pytest.fixture(scope="module")
+def crds(kubectl: Kubectl) -> Iterator[None]:
+    existing = kubectl.run("get", "hyperframeruntimes", "-o", "name", check=False).stdout.split()
+    for name in CRD_FILES:
+        kubectl.run("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / name))
+    for plural in (JOB_PLURAL, RUNTIME_PLURAL):
+        kubectl.run("wait", "--for=condition=Established", f"crd/{plural}.{GROUP}", "--timeout=60s")
+    yield
+    # Remove only the cluster-scoped runtimes this module created.
+    now = kubectl.run("get", "hyperframeruntimes", "-o", "name", check=False).stdout.split()
+    for name in set(now) - set(existing):
+        kubectl.run("delete", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def apply(
+    kubectl: Kubectl, namespace: str, objects: list[dict[str, Any]], *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """kubectl apply of multi-document YAML (a v1 List would be validated client-side instead)."""
+    return kubectl.run(
+        "apply", "-n", namespace, *extra, "-f", "-", input=dump_manifests(objects), check=False
+    )
+
+
+def test_crds_are_established(kubectl: Kubectl, crds: None) -> None:
+    for plural in (JOB_PLURAL, RUNTIME_PLURAL):
+        crd = kubectl.json("get", "crd", f"{plural}.{GROUP}")
+        conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+        assert conditions["Established"] == "True" and conditions["NamesAccepted"] == "True"
+        assert crd["status"]["acceptedNames"]["shortNames"] in (["hfj"], ["hfr"])
+
+
+@pytest.mark.parametrize("example", H.example_files())
+def test_example_applies_and_server_defaults_match_the_models(
+    example: str, kubectl: Kubectl, crds: None, namespace: str
+) -> None:
+    result = kubectl.run("apply", "-n", namespace, "-f", str(H.EXAMPLES / example), check=False)
+    assert result.returncode == 0, result.stderr
+    job_file, _rt = H.example_pair(example)
+    name = job_file["metadata"]["name"]
+    stored = kubectl.json("get", "hfj", name, "-n", namespace)
+    # The API server applied the schema defaults; the models apply the same ones.
+    assert parse_job(stored).spec == parse_job(job_file).spec
+    assert stored["spec"]["frames"]["schedulePolicy"] == job_file["spec"]["frames"].get(
+        "schedulePolicy", "hyperframe"
+    )
+    assert stored["spec"]["runPolicy"]["cleanPodPolicy"] == job_file["spec"].get("runPolicy", {}).get(
+        "cleanPodPolicy", "Running"
+    )
+
+
+def test_printer_columns(kubectl: Kubectl, crds: None, namespace: str) -> None:
+    kubectl.run("apply", "-n", namespace, "-f", str(H.EXAMPLES / "gpu-pipeline.yaml"))
+    kubectl.run(
+        "patch",
+        "hfj",
+        "gpt-medium-pp4",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(
+            {"status": {"phase": "Running", "restarts": 1, "progress": {"frame": 12, "totalFrames": 2000}}}
+        ),
+    )
+    out = kubectl.run("get", "hfj", "-n", namespace).stdout.splitlines()
+    assert out[0].split() == ["NAME", "PHASE", "NODES", "GPUS", "FRAME", "FRAMES", "RESTARTS", "AGE"]
+    assert out[1].split()[:7] == ["gpt-medium-pp4", "Running", "2", "8", "12", "2000", "1"]
+    rt = kubectl.run("get", "hfr", "cuda13").stdout.splitlines()
+    assert rt[0].split() == ["NAME", "ACCELERATOR", "TORCH", "CUDA", "NCCL", "AGE"]
+    assert rt[1].split()[:5] == ["cuda13", "nvidia-gpu", "2.13.0", "13.0.3", "2.29.7"]
+
+
+def test_status_schema_rejects_an_unknown_phase(kubectl: Kubectl, crds: None, namespace: str) -> None:
+    kubectl.run("apply", "-n", namespace, "-f", str(H.EXAMPLES / "cpu-tiny.yaml"))
+    result = kubectl.run(
+        "patch",
+        "hfj",
+        "cpu-tiny",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status": {"phase": "Dancing"}}',
+        check=False,
+    )
+    assert result.returncode != 0 and "status.phase" in result.stderr
+
+
+@pytest.mark.parametrize("case", SERVER_CASES, ids=[c["name"] for c in SERVER_CASES])
+def test_bad_manifest_is_rejected_naming_the_field(
+    case: dict[str, Any], kubectl: Kubectl, crds: None, namespace: str
+) -> None:
+    job, _rt = H.bad_case_objects(case)
+    if "update" in case:
+        created = apply(kubectl, namespace, [job])
+        assert created.returncode == 0, created.stderr
+        job = H.patched(job, case["update"])
+    result = apply(kubectl, namespace, [job])
+    assert result.returncode != 0, f"{case['name']} was accepted"
+    expected = case.get("server", case["path"])
+    assert expected in result.stderr, result.stderr
+    if "problem" in case:
+        assert case["problem"] in result.stderr
+
+
+@pytest.mark.parametrize("example", H.example_files())
+def test_render_output_passes_server_dry_run(
+    example: str, kubectl: Kubectl, crds: None, namespace: str
+) -> None:
+    exe = Path(sys.executable).with_name("hyperframe")
+    rendered = subprocess.run(
+        [str(exe), "render", str(H.EXAMPLES / example)], capture_output=True, text=True, check=True
+    ).stdout
+    objects = [o for o in yaml.safe_load_all(rendered) if o]
+    for obj in objects:
+        obj["metadata"].pop("namespace", None)  # into the test namespace
+    result = apply(kubectl, namespace, objects, "--dry-run=server")
+    assert result.returncode == 0, result.stderr
+
+
+def test_operator_style_render_from_the_stored_job_passes_dry_run(
+    kubectl: Kubectl, crds: None, namespace: str
+) -> None:
+    kubectl.run("apply", "-n", namespace, "-f", str(H.EXAMPLES / "gpu-rdma.yaml"))
+    stored = kubectl.json("get", "hfj", "llm-rdma", "-n", namespace)
+    runtime = kubectl.json("get", "hfr", "cuda13-rdma")
+    ctx = RenderContext(
+        gang_generation=2, excluded_nodes=("node-x",), status_url="https://op.svc:8443/progress"
+    )
+    objects = render_job(stored, runtime, ctx)
+    assert all(o["metadata"]["ownerReferences"][0]["uid"] == stored["metadata"]["uid"] for o in objects)
+    result = apply(kubectl, namespace, objects, "--dry-run=server")
+    assert result.returncode == 0, result.stderr
+
+
+def test_server_rejects_what_render_rejects_for_the_cel_product_rule(
+    kubectl: Kubectl, crds: None, namespace: str
+) -> None:
+    # One wording: the CEL messageExpression and the Python check print the same sentence.
+    job, _ = H.example_pair("gpu-pipeline.yaml")
+    job = H.patched(job, {"spec": {"parallelism": {"pipeline": 4, "data": 3}}})
+    result = apply(kubectl, namespace, [job])
+    assert "spec.parallelism" in result.stderr
+    assert "pipeline (4) x data (3) = 12, but nodes (2) x gpusPerNode (8) = 16" in result.stderr
+
+
+def test_kubectl_errors_name_fields_not_internal_paths(kubectl: Kubectl, crds: None, namespace: str) -> None:
+    job, _ = H.example_pair("cpu-2node.yaml")
+    job = H.patched(job, {"spec": {"nodes": 0, "frames": {"schedulePolicy": "pipedream"}}})
+    result = apply(kubectl, namespace, [job])
+    assert result.returncode != 0
+    # Both problems at once, each under its field path.
+    assert "spec.nodes" in result.stderr and "spec.frames.schedulePolicy" in result.stderr
+    assert kubectl.run("get", "hfj", "-n", namespace, "-o", "name").stdout == ""
