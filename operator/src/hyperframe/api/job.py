@@ -332,7 +332,11 @@ class JobSpec:
             "|| self.frames.microBatchesPerFrame >= self.parallelism.pipeline",
             message="this schedule needs at least one micro-batch per pipeline stage",
             message_format=_DEPTH,
-            message_args=("self.frames.schedulePolicy", "self.frames.microBatchesPerFrame", "self.parallelism.pipeline"),
+            message_args=(
+                "self.frames.schedulePolicy",
+                "self.frames.microBatchesPerFrame",
+                "self.parallelism.pipeline",
+            ),
             fix="raise frames.microBatchesPerFrame to at least parallelism.pipeline, or use gpipe/hyperframe",
             field_path=".frames.microBatchesPerFrame",
             check=_depth_problem,
