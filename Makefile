@@ -56,6 +56,7 @@ bench: venv
 # Regenerates every generated file from its single source (each area adds its line).
 generate: venv
 	$(PY) -m hyperframe.api.crd crds
+	$(PY) -m hyperframe.api.docgen docs/api.md
 	$(PY) -m hyperframe.images generate
 	# Last: the chart copies crds/ and images/generated/ (and reads controller/rbac.py).
 	$(PY) charts/hyperframe-operator/hack/generate.py

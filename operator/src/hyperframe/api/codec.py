@@ -78,12 +78,17 @@ def _describe(v: Any) -> str:
     return type(v).__name__
 
 
+def _num(x: float) -> str:
+    """1e8 as 100000000, 0.5 as 0.5."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def _bounds(meta: FieldMeta) -> str:
     parts = []
     if meta.minimum is not None:
-        parts.append(f">= {meta.minimum:g}")
+        parts.append(f">= {_num(meta.minimum)}")
     if meta.maximum is not None:
-        parts.append(f"<= {meta.maximum:g}")
+        parts.append(f"<= {_num(meta.maximum)}")
     return " and ".join(parts)
 
 
@@ -236,9 +241,13 @@ def _parse_value(shape: Shape, meta: FieldMeta, v: Any, path: str, errors: list[
 
 def _check_bounds(v: float, meta: FieldMeta, fail: Any) -> Any:
     if meta.minimum is not None and v < meta.minimum:
-        return fail(f"{v:g} is below the minimum {meta.minimum:g}", f"use a value >= {meta.minimum:g}")
+        return fail(
+            f"{_num(v)} is below the minimum {_num(meta.minimum)}", f"use a value >= {_num(meta.minimum)}"
+        )
     if meta.maximum is not None and v > meta.maximum:
-        return fail(f"{v:g} is above the maximum {meta.maximum:g}", f"use a value <= {meta.maximum:g}")
+        return fail(
+            f"{_num(v)} is above the maximum {_num(meta.maximum)}", f"use a value <= {_num(meta.maximum)}"
+        )
     return v
 
 
