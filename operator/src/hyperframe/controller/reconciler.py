@@ -23,7 +23,7 @@ from .caches import Caches, JobKey
 from .config import OperatorConfig
 from .events import event_body
 from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
-from .kube import Conflict, KubeApi
+from .kube import ApiError, Conflict, KubeApi
 from .metrics import Metrics
 from .plan import Plan
 from .state_machine import hold, invalid, reconcile
@@ -176,8 +176,30 @@ class Reconciler:
         pods = [o for o in objects or () if o.get("kind") == "Pod"]
         support = [o for o in objects or () if o.get("kind") != "Pod"]
         # The Service, ConfigMap and PodGroup exist before any pod that needs them.
-        await asyncio.gather(*(self._kube.create(namespace, o) for o in support))
-        await asyncio.gather(*actions, *(self._kube.create(namespace, o) for o in pods))
+        results = await asyncio.gather(
+            *(self._kube.create(namespace, o) for o in support), return_exceptions=True
+        )
+        if not any(isinstance(r, BaseException) for r in results):
+            results += await asyncio.gather(  # type: ignore[arg-type]
+                *actions, *(self._kube.create(namespace, o) for o in pods), return_exceptions=True
+            )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        rejected = next((e for e in errors if isinstance(e, ApiError) and e.status == 422), None)
+        if rejected is not None:
+            # The API server refuses the rendered manifest itself: retrying cannot help.
+            failed = invalid(
+                plan.status.observed_generation,
+                plan.status,
+                self._caches.pods_of(key),
+                rejected,
+                datetime.now(UTC),
+                reason="PodRejected",
+                prefix="the API server rejected the rendered objects: ",
+            )
+            fresh_body = self._caches.jobs.get(key, body)
+            return await self._apply(key, fresh_body, plan.status, failed)
+        if errors:
+            raise errors[0]
         if plan.delete_job:
             await self._kube.delete_job(namespace, name, uid=meta.get("uid"))
             self._caches.drop_job(key)

@@ -340,16 +340,24 @@ def hold(plan: Plan, reason: str, message: str, *, recheck_after: float) -> Plan
 
 
 def invalid(
-    job_generation: int, stored: JobStatus, pods: Sequence[ObservedPod], error: Exception, now: datetime
+    job_generation: int,
+    stored: JobStatus,
+    pods: Sequence[ObservedPod],
+    error: Exception,
+    now: datetime,
+    *,
+    reason: str = "InvalidSpec",
+    prefix: str = "invalid spec: ",
 ) -> Plan:
-    """A job whose spec cannot be rendered fails at once (a permanent error, never retried)."""
-    message = "invalid spec: " + "; ".join(str(error).splitlines())
+    """A job whose spec cannot be rendered, or whose pods the API server rejects as invalid, fails
+    at once: the same manifest would be rejected again, so this is never retried."""
+    message = prefix + "; ".join(str(error).splitlines())
     facts = JobFacts(namespace="", name="", generation=job_generation, num_nodes=0, run_policy=RunPolicy())
     d = _Draft(job=facts, now=now, status=stored.replace(observed_generation=job_generation))
     if stored.phase is None:
         d.cond(C.CREATED, True, "Created", "accepted; the spec is checked next")
     if d.status.phase is None or not d.status.phase.finished or d.status.message != message:
-        _finish(d, pods, Phase.FAILED, "InvalidSpec", message, everything=True)
+        _finish(d, pods, Phase.FAILED, reason, message, everything=True)
     else:
         for deletion in pods_to_clean(pods, CleanPodPolicy.RUNNING, everything=True):
             d.deletions.setdefault(deletion.name, deletion)

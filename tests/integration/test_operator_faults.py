@@ -1,0 +1,227 @@
+"""Faults under the operator, against the real control plane with KWOK GPU nodes.
+
+Smoke-gate failures (one bad node, every node bad, a config error), a node going NotReady, the
+operator killed mid-job, and 20 bad or edge-case objects applied while good jobs run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+from hyperframe.constants import SmokeExit
+from hyperframe.smoke_report import SmokeReport
+from hyperframe_devcluster.faults import (
+    clear_node_faults,
+    fail_init_containers_on_node,
+    finish_pod,
+    set_node_not_ready,
+    set_node_ready,
+)
+from hyperframe_devcluster.kube import Kubectl
+from hyperframe_devcluster.sim import gpu_node_name
+from operator_harness import (
+    REPO,
+    OperatorProcess,
+    condition,
+    gpu_job,
+    live_pods,
+    operator,
+    rank_pod,
+    status,
+    wait,
+    wait_phase,
+    wait_running_gang,
+)
+
+pytestmark = pytest.mark.cluster
+__all__ = ["operator"]
+
+GPU_NODES = [gpu_node_name(i) for i in range(4)]
+
+
+def _gate_report(node: str, exit_code: int = SmokeExit.FAIL) -> str:
+    reason_id = "config.invalid" if exit_code == SmokeExit.CONFIG else "collective.busbw"
+    report = SmokeReport.failure(reason_id, f"all-reduce busbw 12.5 GB/s < 100 GB/s on {node}", node=node)
+    return report.to_termination_message()
+
+
+@pytest.fixture
+def healthy_nodes(kubectl: Kubectl) -> Iterator[None]:
+    """Whatever a test does to the simulated nodes is undone afterwards."""
+    yield
+    clear_node_faults(kubectl)
+    for node in GPU_NODES:
+        kubectl.run("uncordon", node, check=False)
+        set_node_ready(kubectl, node)
+
+
+def test_gate_failure_on_one_node_excludes_it_and_the_gang_succeeds_elsewhere(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str, healthy_nodes: None
+) -> None:
+    bad, spare = GPU_NODES[0], GPU_NODES[3]
+    kubectl.run("cordon", spare)  # the first gang must land on the bad node: 3 pods on nodes 0-2
+    fail_init_containers_on_node(kubectl, bad, exit_code=SmokeExit.FAIL, message=_gate_report(bad))
+    kubectl.apply([gpu_job("gatefail", namespace, nodes=3)])
+    st = wait(
+        operator,
+        lambda: status(kubectl, namespace, "gatefail"),
+        lambda s: s.get("excludedNodes") == [bad] and s.get("restarts") == 1,
+        what=f"{bad} excluded after one restart",
+    )
+    failed = condition(st, "SmokeTestFailed")
+    assert failed["status"] == "True" and bad in failed["message"] and "collective.busbw" in failed["message"]
+    entry = next(n for n in st["smokeTest"]["nodes"] if n["node"] == bad)
+    assert entry["passed"] is False and entry["reason"] == "collective.busbw"
+
+    kubectl.run("uncordon", spare)
+    gang = wait_running_gang(operator, kubectl, namespace, "gatefail", nodes=3, generation=1)
+    assert bad not in {p["spec"]["nodeName"] for p in gang}, "the excluded node got a pod again"
+    finish_pod(kubectl, namespace, rank_pod(gang, 0)["metadata"]["name"], exit_code=0)
+    st = wait_phase(operator, kubectl, namespace, "gatefail", "Succeeded")
+    assert st["excludedNodes"] == [bad]
+
+
+def test_gate_failure_on_every_node_fails_at_the_backoff_limit(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str, healthy_nodes: None
+) -> None:
+    for node in GPU_NODES:
+        fail_init_containers_on_node(kubectl, node, exit_code=SmokeExit.FAIL, message=_gate_report(node))
+    kubectl.apply([gpu_job("allbad", namespace, nodes=1, backoff_limit=2)])
+    st = wait_phase(operator, kubectl, namespace, "allbad", "Failed", timeout_s=90)
+    failed = condition(st, "Failed")
+    assert failed["reason"] == "BackoffLimitExceeded"
+    assert "backoffLimit (2)" in failed["message"] and "collective.busbw" in failed["message"]
+    assert st["restarts"] == 2 and len(st["excludedNodes"]) == 3
+
+
+def test_gate_config_error_fails_at_once(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str, healthy_nodes: None
+) -> None:
+    for node in GPU_NODES:
+        message = _gate_report(node, SmokeExit.CONFIG)
+        fail_init_containers_on_node(kubectl, node, exit_code=SmokeExit.CONFIG, message=message)
+    kubectl.apply([gpu_job("cfgerr", namespace, nodes=1, backoff_limit=3)])
+    st = wait_phase(operator, kubectl, namespace, "cfgerr", "Failed")
+    assert condition(st, "Failed")["reason"] == "SmokeTestConfigError"
+    assert st["restarts"] == 0 and st["excludedNodes"] == []
+
+
+def test_node_not_ready_under_a_running_gang_recovers(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str, healthy_nodes: None
+) -> None:
+    kubectl.apply([gpu_job("notready", namespace, nodes=2)])
+    gang = wait_running_gang(operator, kubectl, namespace, "notready", nodes=2, generation=0)
+    dead = rank_pod(gang, 1)["spec"]["nodeName"]
+    set_node_not_ready(kubectl, dead)
+    st = wait(
+        operator,
+        lambda: status(kubectl, namespace, "notready"),
+        lambda s: s.get("restarts") == 1,
+        what="gang restart after NotReady",
+    )
+    assert condition(st, "Restarting")["reason"] == "NodeNotReady"
+    new = wait_running_gang(operator, kubectl, namespace, "notready", nodes=2, generation=1)
+    assert dead not in {p["spec"]["nodeName"] for p in new}
+    finish_pod(kubectl, namespace, rank_pod(new, 0)["metadata"]["name"], exit_code=0)
+    wait_phase(operator, kubectl, namespace, "notready", "Succeeded")
+
+
+def test_operator_killed_mid_job_resumes_without_duplicates(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply([gpu_job("resume", namespace, nodes=2)])
+    gang = wait_running_gang(operator, kubectl, namespace, "resume", nodes=2, generation=0)
+    operator.stop(kill=True)
+    try:
+        # While no operator runs: a worker dies and a new job arrives.
+        finish_pod(kubectl, namespace, rank_pod(gang, 1)["metadata"]["name"], exit_code=137)
+        kubectl.apply([gpu_job("latecomer", namespace, nodes=1)])
+    finally:
+        operator.start()
+    new = wait_running_gang(operator, kubectl, namespace, "resume", nodes=2, generation=1)
+    wait_running_gang(operator, kubectl, namespace, "latecomer", nodes=1, generation=0)
+    assert status(kubectl, namespace, "resume")["restarts"] == 1
+
+    # A second restart while everything runs changes nothing: same pods, same status.
+    before = {p["metadata"]["uid"] for p in new}
+    operator.stop(kill=True)
+    operator.start()
+    wait(
+        operator,
+        lambda: operator.metrics(),
+        lambda text: "hyperframe_reconcile_duration_seconds_count" in text and "_count 0.0" not in text,
+        what="the restarted operator reconciled",
+    )
+    after = live_pods(kubectl, namespace, "resume")
+    assert {p["metadata"]["uid"] for p in after} == before, "pods were duplicated or replaced"
+    st = status(kubectl, namespace, "resume")
+    assert st["restarts"] == 1 and st["phase"] == "Running" and st["gangGeneration"] == 1
+
+
+def _bad_objects(namespace: str) -> list[dict[str, Any]]:
+    spec = importlib.util.spec_from_file_location(
+        "hf_api_test_helpers", REPO / "tests/unit/api/api_helpers.py"
+    )
+    assert spec is not None and spec.loader is not None
+    helpers: ModuleType = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    job, _ = helpers.example_pair("cpu-2node.yaml")
+    objects = []
+    for case in helpers.bad_jobs():
+        if case.get("update"):
+            continue
+        obj = helpers.patched(job, case.get("job") or {})
+        obj["metadata"]["namespace"] = namespace
+        if not case["job"].get("metadata", {}).get("name"):
+            obj["metadata"]["name"] = f"bad-{case['name']}"[:40].rstrip("-")
+        objects.append(obj)
+    # Edge cases the schema accepts: a missing runtime, and a gang bigger than the cluster.
+    ghost = helpers.patched(
+        job, {"metadata": {"name": "bad-no-runtime"}, "spec": {"runtimeRef": {"name": "nope"}}}
+    )
+    huge = gpu_job("bad-too-big", namespace, nodes=64)
+    ghost["metadata"]["namespace"] = namespace
+    return [*objects, ghost, huge][:20]
+
+
+def test_bad_objects_never_block_good_jobs(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    docs = yaml.safe_load_all((REPO / "examples/cpu-2node.yaml").read_text())
+    cpu_runtime = next(d for d in docs if d and d["kind"] == "HyperFrameRuntime")
+    kubectl.apply([cpu_runtime])
+    kubectl.apply([gpu_job("good-a", namespace, nodes=1), gpu_job("good-b", namespace, nodes=1)])
+    bad = _bad_objects(namespace)
+    assert len(bad) == 20
+    accepted = []
+    for obj in bad:
+        result = kubectl.run("apply", "-f", "-", input=json.dumps(obj), check=False)
+        if result.returncode == 0:
+            accepted.append(obj["metadata"]["name"])
+    for name in ("good-a", "good-b"):
+        gang = wait_running_gang(operator, kubectl, namespace, name, nodes=1, generation=0)
+        finish_pod(kubectl, namespace, rank_pod(gang, 0)["metadata"]["name"], exit_code=0)
+    for name in ("good-a", "good-b"):
+        wait_phase(operator, kubectl, namespace, name, "Succeeded")
+    assert operator.alive
+    # Every accepted bad object got a status that says what is wrong, and made no running pods.
+    for name in accepted:
+        st = wait(
+            operator,
+            lambda name=name: status(kubectl, namespace, name),
+            lambda s: bool(s.get("phase")),
+            what=f"{name} has a phase",
+        )
+        if st["phase"] == "Failed":
+            assert condition(st, "Failed")["reason"] == "InvalidSpec", st
+            assert "spec." in st["message"] or "metadata." in st["message"], "the message names the field"
+        else:
+            assert st["phase"] == "Pending", st
+    ghost = status(kubectl, namespace, "bad-no-runtime")
+    assert "runtimeRef" in ghost.get("message", ""), ghost
