@@ -16,10 +16,13 @@ from typing import Any, ClassVar, Final, Literal
 from hyperframe.api.builtin_models import BuiltinName
 from hyperframe.api.fields import Rule, spec_field
 from hyperframe.api.kube import EnvVar, Toleration, VolumeMount
+from hyperframe.constants import CONFIG_MOUNT_PATH, STATUS_TOKEN_DIR
 
 __all__ = [
     "MAX_JOB_NAME_LENGTH",
     "POLICIES_NEEDING_DEPTH",
+    "RESERVED_MOUNT_PATHS",
+    "RESERVED_VOLUME_PREFIX",
     "SCHEDULE_POLICIES",
     "BuiltinModel",
     "Checkpoint",
@@ -38,7 +41,7 @@ __all__ = [
 ]
 
 # Rendered names add "-g<generation>-<rank>" (pod) and "-<rank>" (hostname) to the job name and
-# must stay DNS labels (<= 63 characters): 48 leaves room for 5-digit generations and ranks.
+# must stay DNS labels (<= 63 characters): 48 leaves room for 4-digit ranks and 7-digit generations.
 MAX_JOB_NAME_LENGTH: Final = 48
 
 SchedulePolicy = Literal["hyperframe", "gpipe", "1f1b", "interleaved1f1b", "zbv"]
@@ -287,6 +290,35 @@ def _cpu_procs_problem(s: JobSpec) -> str | None:
 
 _DEPTH_POLICIES_CEL = "[" + ", ".join(f"'{p}'" for p in POLICIES_NEEDING_DEPTH) + "]"
 
+# The renderer adds volumes named hyperframe-* and mounts them at these paths.
+RESERVED_VOLUME_PREFIX: Final = "hyperframe-"
+RESERVED_MOUNT_PATHS: Final[tuple[str, ...]] = ("/dev/shm", CONFIG_MOUNT_PATH, STATUS_TOKEN_DIR)
+_RESERVED_MOUNTS_CEL = "[" + ", ".join(f"'{p}'" for p in RESERVED_MOUNT_PATHS) + "]"
+
+
+def _reserved_volume_problem(s: JobSpec) -> str | None:
+    for i, v in enumerate(s.volumes):
+        if str(v.get("name", "")).startswith(RESERVED_VOLUME_PREFIX):
+            return f"volumes[{i}] is named {v.get('name')}; names starting with {RESERVED_VOLUME_PREFIX} are reserved"
+    return None
+
+
+def _reserved_mount_problem(s: JobSpec) -> str | None:
+    for i, m in enumerate(s.volume_mounts):
+        if m.mount_path in RESERVED_MOUNT_PATHS:
+            return f"volumeMounts[{i}] mounts at {m.mount_path}, where HyperFrame mounts its own volume"
+    return None
+
+
+def _checkpoint_mount_problem(s: JobSpec) -> str | None:
+    ckpt = s.frames.checkpoint
+    if ckpt is None:
+        return None
+    for i, m in enumerate(s.volume_mounts):
+        if m.mount_path == ckpt.path and m.name != ckpt.volume:
+            return f"volumeMounts[{i}] mounts volume {m.name} at the checkpoint path {ckpt.path}, not volume {ckpt.volume}"
+    return None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobSpec:
@@ -366,6 +398,32 @@ class JobSpec:
             fix="add the volume to spec.volumes or fix the mount's name",
             field_path=".volumeMounts",
             check=_mounts_problem,
+        ),
+        Rule(
+            cel=f"self.volumes.all(v, !v.name.startsWith('{RESERVED_VOLUME_PREFIX}'))",
+            message=f"volume names starting with {RESERVED_VOLUME_PREFIX} are reserved for the volumes HyperFrame adds",
+            fix="rename the volume (and its mounts)",
+            field_path=".volumes",
+            reason="FieldValueForbidden",
+            check=_reserved_volume_problem,
+        ),
+        Rule(
+            cel=f"self.volumeMounts.all(m, !(m.mountPath in {_RESERVED_MOUNTS_CEL}))",
+            message="a volumeMount uses a path where HyperFrame mounts its own volume ("
+            + ", ".join(RESERVED_MOUNT_PATHS)
+            + ")",
+            fix="mount it somewhere else; /dev/shm is sized by the runtime's shmSize (or the shmSize override)",
+            field_path=".volumeMounts",
+            reason="FieldValueForbidden",
+            check=_reserved_mount_problem,
+        ),
+        Rule(
+            cel="!has(self.frames.checkpoint) || self.volumeMounts.all(m, m.mountPath != self.frames.checkpoint.path "
+            "|| m.name == self.frames.checkpoint.volume)",
+            message="another volume is mounted at the checkpoint path",
+            fix="mount frames.checkpoint.volume there, or change frames.checkpoint.path",
+            field_path=".frames.checkpoint.path",
+            check=_checkpoint_mount_problem,
         ),
         Rule(
             cel="has(self.procsPerNode) == has(oldSelf.procsPerNode)",
