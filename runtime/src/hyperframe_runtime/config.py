@@ -29,14 +29,14 @@ Device = Literal["cpu", "cuda"]
 Backend = Literal["", "gloo", "nccl"]
 
 # Policies whose orders need exactly this many stages per rank.
-_FIXED_STAGES_PER_RANK: Final[dict[str, int]] = {"gpipe": 1, "1f1b": 1, "zbv": 2}
+_FIXED_STAGES_PER_RANK: Final[dict[str, int]] = {"gpipe": 1, "1f1b": 1, "interleaved1f1b": 2, "zbv": 2}
 
 
 def default_stages_per_rank(policy: str) -> int:
     """Stages each rank holds when ``stages_per_rank`` is 0 (auto) for ``policy``."""
     if policy in _FIXED_STAGES_PER_RANK:
         return _FIXED_STAGES_PER_RANK[policy]
-    return 2  # interleaved1f1b (looped) and hyperframe (V-shape) default to two stages per rank.
+    return 2  # hyperframe defaults to the V-shape placement (two stages per rank).
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,8 +67,9 @@ class TrainConfig:
     """Schedule policy: ``hyperframe`` (cost-model planner), or torch's ``gpipe``, ``1f1b``,
     ``interleaved1f1b`` or ``zbv`` orders, all run by the same executor."""
     stages_per_rank: int = 0
-    """Model stages per rank; 0 = the policy's default (1 for gpipe/1f1b, 2 otherwise). ``zbv``
-    needs 2 (V-shape); ``hyperframe`` with 2 uses the V-shape placement."""
+    """Model stages per rank; 0 = the policy's default. gpipe and 1f1b need 1, interleaved1f1b 2
+    (looped placement), zbv 2 (V-shape). hyperframe takes 1 (one stage per rank) or 2 (V-shape,
+    the default)."""
 
     # ---- frames -------------------------------------------------------------------------------------
     microbatches_per_frame: int = 8
@@ -80,7 +81,8 @@ class TrainConfig:
     replan_every: int = 0
     """Re-plan the hyperframe order from measured costs every this many frames; 0 = never."""
     memory_limit: int = 0
-    """Maximum in-flight activations per stage for the planner; 0 = no limit."""
+    """Planner's activation budget per rank, in micro-batch activations of one stage (a rank
+    holding 2 stages with one micro-batch in flight on each uses 2); 0 = 1F1B's peak."""
     planner_time_budget_s: float = 0.2
     """Seconds the planner may spend improving an order."""
 
@@ -133,14 +135,15 @@ class TrainConfig:
                 f"stages_per_rank: policy {self.policy!r} needs {fixed} stage(s) per rank, "
                 f"got {self.stages_per_rank}; set it to {fixed} or 0 (auto)"
             )
-        if self.policy == "interleaved1f1b":
-            if self.effective_stages_per_rank < 2:
-                raise ValueError("stages_per_rank: interleaved1f1b needs at least 2 stages per rank")
-            if self.microbatches_per_frame % self.pipeline:
-                raise ValueError(
-                    f"microbatches_per_frame: interleaved1f1b needs a multiple of pipeline "
-                    f"({self.pipeline}), got {self.microbatches_per_frame}"
-                )
+        if self.policy == "hyperframe" and self.stages_per_rank not in (0, 1, 2):
+            raise ValueError(
+                f"stages_per_rank: hyperframe places 1 stage per rank or 2 in a V, got {self.stages_per_rank}"
+            )
+        if self.policy == "interleaved1f1b" and self.microbatches_per_frame % self.pipeline:
+            raise ValueError(
+                f"microbatches_per_frame: interleaved1f1b needs a multiple of pipeline "
+                f"({self.pipeline}), got {self.microbatches_per_frame}"
+            )
         if self.model == "gpt" and self.n_layers % self.num_stages:
             raise ValueError(
                 f"n_layers: {self.n_layers} blocks cannot be split evenly over pipeline ({self.pipeline}) "

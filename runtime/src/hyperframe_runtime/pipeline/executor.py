@@ -1,0 +1,276 @@
+"""The executor: one frame of a planned per-rank order on torch.distributed.pipelining.
+
+Every policy (the HyperFrame planner and torch's GPipe, 1F1B, Interleaved1F1B and ZBV orders) runs
+through this one path: the compute-only order is lowered by torch (sends, receives, REDUCE_GRAD)
+and run by ``_PipelineScheduleRuntime`` (behind ``torch_adapter``). The executor adds:
+
+- timing of every op this rank runs (exec time, and the wait before it: the time since the rank's
+  previous op ended, i.e. blocked on a neighbour's activation or gradient);
+- the data-parallel gradient all-reduce of each stage, started asynchronously at that stage's
+  REDUCE_GRAD point (after its last backward of the frame) so that it overlaps with the other
+  stages' remaining work, and waited for only at the frame end;
+- bf16 autocast on GPU (the model keeps LayerNorm and the loss in fp32).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.pipelining import PipelineStage
+
+from hyperframe_runtime.pipeline.torch_adapter import RuntimeSchedule
+from hyperframe_runtime.schedule.ir import OpKind, Orders
+
+__all__ = ["FrameRun", "GradReducer", "OpRecord", "PipelineExecutor"]
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    """One op this rank ran, in seconds since the frame started on this rank."""
+
+    stage: int
+    kind: OpKind
+    microbatch: int
+    start: float
+    end: float
+    wait: float
+    """Seconds between this rank's previous op (or the frame start) and this op's start."""
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage}{self.kind.value}{self.microbatch}"
+
+
+@dataclass(slots=True)
+class FrameRun:
+    """What one rank measured while running one frame."""
+
+    records: list[OpRecord]
+    losses: list[float]
+    """Per-micro-batch losses, on the rank holding the last stage; empty elsewhere."""
+    wall_start: float
+    """``time.time()`` at the frame start (aligns the ranks' records in a trace)."""
+    pipeline_s: float
+    """Seconds from the frame start until the rank's pipeline program finished."""
+    dp_wait_s: float
+    """Seconds blocked on the data-parallel all-reduce after the pipeline program."""
+    frame_s: float = 0.0
+    """Seconds for the whole frame on this rank (set by the frame loop after the optimizer step)."""
+
+
+class _Recorder:
+    """Collects OpRecords; synchronises the compute stream around ops on GPU so times are real."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._sync: Callable[[], None] = (
+            torch.cuda.current_stream(device).synchronize if device.type == "cuda" else (lambda: None)
+        )
+        self.records: list[OpRecord] = []
+        self.t0 = 0.0
+        self.last_end = 0.0
+
+    def reset(self) -> None:
+        self.records = []
+        self.t0 = time.perf_counter()
+        self.last_end = 0.0
+
+    def run(self, stage: int, kind: OpKind, microbatch: int, fn: Callable[[], Any]) -> Any:
+        self._sync()
+        start = time.perf_counter() - self.t0
+        result = fn()
+        self._sync()
+        end = time.perf_counter() - self.t0
+        self.records.append(OpRecord(stage, kind, microbatch, start, end, max(0.0, start - self.last_end)))
+        self.last_end = end
+        return result
+
+    def extend_last(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` (the loss after a last-stage F) and count its time in the previous op."""
+        result = fn()
+        if not self.records:  # torch's shape inference calls the loss before any op runs
+            return result
+        self._sync()
+        end = time.perf_counter() - self.t0
+        last = self.records[-1]
+        self.records[-1] = OpRecord(last.stage, last.kind, last.microbatch, last.start, end, last.wait)
+        self.last_end = end
+        return result
+
+
+class _TimedStage(PipelineStage):
+    """A PipelineStage that records the exec time of each F, I, W and B it runs."""
+
+    def __init__(self, recorder: _Recorder, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._recorder = recorder
+
+    def forward_one_chunk(self, fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
+        return self._recorder.run(
+            self.stage_index,
+            OpKind.F,
+            fwd_chunk_id,
+            lambda: super(_TimedStage, self).forward_one_chunk(fwd_chunk_id, *args, **kwargs),
+        )
+
+    def backward_one_chunk(
+        self, bwd_chunk_id: int, loss: Any = None, full_backward: bool = True, last_backward: bool = False
+    ) -> None:
+        kind = OpKind.B if full_backward else OpKind.I
+        self._recorder.run(
+            self.stage_index,
+            kind,
+            bwd_chunk_id,
+            lambda: super(_TimedStage, self).backward_one_chunk(
+                bwd_chunk_id, loss=loss, full_backward=full_backward, last_backward=last_backward
+            ),
+        )
+
+    def backward_weight_one_chunk(self, bwd_chunk_id: int, last_backward: bool = False) -> None:
+        self._recorder.run(
+            self.stage_index,
+            OpKind.W,
+            bwd_chunk_id,
+            lambda: super(_TimedStage, self).backward_weight_one_chunk(
+                bwd_chunk_id, last_backward=last_backward
+            ),
+        )
+
+
+class _Autocast(nn.Module):
+    """Runs the wrapped stage under bf16 autocast (the model keeps LayerNorm and loss in fp32)."""
+
+    def __init__(self, inner: nn.Module, device_type: str) -> None:
+        super().__init__()
+        self.inner = inner
+        self.device_type = device_type
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        with torch.autocast(device_type=self.device_type, dtype=torch.bfloat16):
+            return self.inner(*args, **kwargs)
+
+
+@dataclass
+class GradReducer:
+    """Scales each stage's gradients and all-reduces them over the data-parallel group.
+
+    ``reduce(stage)`` runs at the stage's REDUCE_GRAD point: it scales the gradients by
+    ``1 / (micro-batches * data replicas)`` (a frame is one step on the mean loss) and starts one
+    asynchronous all-reduce of the stage's flattened gradients. ``finish()`` waits for all of them
+    and copies the results back; the wait is the exposed (non-overlapped) DP communication.
+    """
+
+    modules: Mapping[int, nn.Module]
+    num_microbatches: int
+    dp_group: dist.ProcessGroup | None
+    dp_size: int
+    _pending: list[tuple[list[torch.Tensor], torch.Tensor, Any]] = field(default_factory=list)
+
+    def reduce(self, stage: int) -> None:
+        grads = [p.grad for p in self.modules[stage].parameters() if p.grad is not None]
+        if not grads:
+            return
+        scale = 1.0 / (self.num_microbatches * self.dp_size)
+        if self.dp_group is None:
+            for g in grads:
+                g.mul_(scale)
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads]).mul_(scale)
+        work = dist.all_reduce(flat, group=self.dp_group, async_op=True)
+        self._pending.append((grads, flat, work))
+
+    def finish(self) -> float:
+        """Wait for every started all-reduce; return the seconds spent waiting."""
+        start = time.perf_counter()
+        for grads, flat, work in self._pending:
+            work.wait()
+            offset = 0
+            for g in grads:
+                g.copy_(flat[offset : offset + g.numel()].view_as(g))
+                offset += g.numel()
+        self._pending.clear()
+        return time.perf_counter() - start
+
+
+class PipelineExecutor:
+    """Runs frames of this rank's stages under a per-rank order (replaceable between frames)."""
+
+    def __init__(
+        self,
+        *,
+        stage_modules: Mapping[int, nn.Module],
+        num_stages: int,
+        num_microbatches: int,
+        loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        pp_group: dist.ProcessGroup,
+        dp_group: dist.ProcessGroup | None,
+        dp_size: int,
+        device: torch.device,
+        orders: Orders,
+    ) -> None:
+        self.device = device
+        self.pp_rank = dist.get_rank(pp_group)
+        self._recorder = _Recorder(device)
+        self.reducer = GradReducer(stage_modules, num_microbatches, dp_group, dp_size)
+        stages = [
+            _TimedStage(
+                self._recorder,
+                _Autocast(module, "cuda") if device.type == "cuda" else module,
+                stage_index,
+                num_stages,
+                device,
+                group=pp_group,
+            )
+            for stage_index, module in sorted(stage_modules.items())
+        ]
+        self.holds_first = 0 in stage_modules
+        self.holds_last = num_stages - 1 in stage_modules
+
+        def timed_loss(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            loss: torch.Tensor = self._recorder.extend_last(lambda: loss_fn(output, target))
+            return loss
+
+        self._schedule = RuntimeSchedule(stages, num_microbatches, timed_loss, self.reducer.reduce)
+        self.orders: Orders = {}
+        self.set_orders(orders)
+
+    def set_orders(self, orders: Orders) -> None:
+        """Use ``orders`` from the next frame on (every pipeline rank must switch together)."""
+        self._schedule.load_orders(orders)
+        self.orders = {rank: list(actions) for rank, actions in orders.items()}
+
+    def lowered_program(self) -> list[str]:
+        """This rank's lowered program (compute, SEND/RECV, REDUCE_GRAD), for debugging."""
+        return self._schedule.lowered_program(self.pp_rank)
+
+    def run_frame(self, inputs: torch.Tensor, targets: torch.Tensor) -> FrameRun:
+        """Run every micro-batch of the frame (forward, backward, DP gradient reduce).
+
+        ``inputs``/``targets`` hold the whole frame batch of this data-parallel replica; they are
+        split into micro-batches along dim 0. Gradients are left in ``.grad``, averaged over the
+        frame and the replicas, ready for the optimizer step.
+        """
+        wall_start = time.time()
+        self._recorder.reset()
+        losses: list[torch.Tensor] = []
+        args = (inputs.to(self.device),) if self.holds_first else ()
+        target = targets.to(self.device) if self.holds_last else None
+        self._schedule.step(*args, target=target, losses=losses)
+        pipeline_s = time.perf_counter() - self._recorder.t0
+        dp_wait_s = self.reducer.finish()
+        return FrameRun(
+            records=list(self._recorder.records),
+            losses=[float(loss.detach()) for loss in losses],
+            wall_start=wall_start,
+            pipeline_s=pipeline_s,
+            dp_wait_s=dp_wait_s,
+        )

@@ -1,0 +1,162 @@
+"""From a training config and measured costs to the per-rank order of the next frames.
+
+- ``hyperframe``: the cost-model planner (``schedule.planner.plan``). The first frames use unit
+  costs; every ``replan_every`` frames the measured per-op costs of all ranks are all-gathered and
+  every rank plans from the same numbers (the planner is deterministic; a digest of the orders is
+  compared across ranks so a divergence fails loudly instead of deadlocking).
+- ``gpipe``, ``1f1b``, ``interleaved1f1b``, ``zbv``: torch's own schedule orders
+  (``schedule.baselines``; 1F1B is the textbook order, see there), never re-planned.
+
+All policies then run through the same executor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.schedule.baselines import baseline, baseline_placement
+from hyperframe_runtime.schedule.costs import CostModel
+from hyperframe_runtime.schedule.ir import Action, OpKind, Orders, Placement
+from hyperframe_runtime.schedule.planner import plan as plan_orders
+
+__all__ = [
+    "BASELINE_OF_POLICY",
+    "FramePlan",
+    "costs_from_samples",
+    "initial_plan",
+    "orders_digest",
+    "placement_for",
+    "plan_from_costs",
+]
+
+BASELINE_OF_POLICY: Final[dict[str, str]] = {
+    "gpipe": "GPipe",
+    "1f1b": "1F1B",
+    "interleaved1f1b": "Interleaved1F1B",
+    "zbv": "ZBVZeroBubble",
+}
+"""Config policy -> the torch schedule (``schedule.baselines`` name) whose orders it runs."""
+
+
+@dataclass(frozen=True)
+class FramePlan:
+    """The in-frame order table the executor runs, and where it came from."""
+
+    policy: str
+    placement: Placement
+    orders: Orders
+    num_microbatches: int
+    predicted_makespan: float = 0.0
+    """Planner's replay of ``orders`` on ``costs`` (hyperframe only; 0 otherwise)."""
+    costs: CostModel | None = None
+    """The costs this plan was made from (hyperframe only)."""
+    replans: int = 0
+    """How many times the order was re-planned from measured costs before this plan."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "policy": self.policy,
+            "stage_to_rank": list(self.placement.stage_to_rank),
+            "num_microbatches": self.num_microbatches,
+            "orders": {str(rank): [str(a) for a in actions] for rank, actions in sorted(self.orders.items())},
+            "predicted_makespan": self.predicted_makespan,
+            "costs": self.costs.to_mapping() if self.costs is not None else None,
+            "replans": self.replans,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FramePlan:
+        costs = data.get("costs")
+        return cls(
+            policy=str(data["policy"]),
+            placement=Placement(tuple(int(r) for r in data["stage_to_rank"])),
+            orders={int(rank): [Action.parse(a) for a in acts] for rank, acts in data["orders"].items()},
+            num_microbatches=int(data["num_microbatches"]),
+            predicted_makespan=float(data.get("predicted_makespan", 0.0)),
+            costs=CostModel.from_mapping(costs) if costs else None,
+            replans=int(data.get("replans", 0)),
+        )
+
+
+def placement_for(config: TrainConfig) -> Placement:
+    """Which rank holds which stage under ``config``'s policy and stages per rank."""
+    if config.policy in BASELINE_OF_POLICY:
+        return baseline_placement(BASELINE_OF_POLICY[config.policy], config.pipeline)
+    if config.effective_stages_per_rank == 1:
+        return Placement.one_per_rank(config.pipeline)
+    return Placement.vshape(config.pipeline)
+
+
+def plan_from_costs(
+    config: TrainConfig, placement: Placement, costs: CostModel, *, replans: int = 0
+) -> FramePlan:
+    """The hyperframe planner's order for ``costs``."""
+    result = plan_orders(
+        costs,
+        placement,
+        config.microbatches_per_frame,
+        memory_limit=float(config.memory_limit) if config.memory_limit else None,
+        time_budget_s=config.planner_time_budget_s or 0.2,
+    )
+    return FramePlan(
+        policy=config.policy,
+        placement=placement,
+        orders=result.orders,
+        num_microbatches=config.microbatches_per_frame,
+        predicted_makespan=result.predicted_makespan,
+        costs=costs,
+        replans=replans,
+    )
+
+
+def initial_plan(config: TrainConfig) -> FramePlan:
+    """The order of the first frame: torch's for a baseline policy, unit costs for hyperframe."""
+    m = config.microbatches_per_frame
+    if config.policy in BASELINE_OF_POLICY:
+        chosen = baseline(BASELINE_OF_POLICY[config.policy], config.pipeline, m)
+        return FramePlan(config.policy, chosen.placement, chosen.orders, m)
+    placement = placement_for(config)
+    return plan_from_costs(config, placement, CostModel.uniform(placement.num_stages))
+
+
+_MIN_COST: Final = 1e-6
+
+
+def costs_from_samples(samples: Iterable[tuple[int, str, float]], placement: Placement) -> CostModel:
+    """Per-stage median F, I and W seconds from ``(stage, kind, seconds)`` samples of all ranks.
+
+    A fused B (from a policy without split backward) counts as half I and half W. A stage with
+    no samples of a kind gets the median of the other stages (never expected in practice).
+    """
+    by_key: dict[tuple[int, str], list[float]] = defaultdict(list)
+    for stage, kind, seconds in samples:
+        if kind == OpKind.B.value:
+            by_key[(stage, OpKind.I.value)].append(seconds / 2)
+            by_key[(stage, OpKind.W.value)].append(seconds / 2)
+        else:
+            by_key[(stage, kind)].append(seconds)
+
+    def column(kind: OpKind) -> tuple[float, ...]:
+        medians = {
+            s: statistics.median(by_key[(s, kind.value)])
+            for s in range(placement.num_stages)
+            if by_key[(s, kind.value)]
+        }
+        fallback = statistics.median(medians.values()) if medians else 1.0
+        return tuple(max(_MIN_COST, medians.get(s, fallback)) for s in range(placement.num_stages))
+
+    return CostModel(
+        forward=column(OpKind.F), backward_input=column(OpKind.I), backward_weight=column(OpKind.W)
+    )
+
+
+def orders_digest(orders: Orders) -> str:
+    """A short hash of an order table (to check that every rank planned the same)."""
+    text = "|".join(f"{rank}:{','.join(str(a) for a in orders[rank])}" for rank in sorted(orders))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

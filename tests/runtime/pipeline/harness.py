@@ -1,0 +1,111 @@
+"""Multi-process driver for the pipeline tests: ``python harness.py CASES.json OUT_DIR``.
+
+It spawns ``world`` CPU ranks on one gloo process group (one start-up for many cases, because
+importing torch dominates on a small CI machine) and runs each case on them:
+
+- ``grad``: one frame of the given TrainConfig without the optimizer step; every rank's
+  gradients are gathered and rank 0 saves ``OUT_DIR/<name>.pt`` ({param name: grad}, losses).
+- ``train``: ``FrameLoop`` over the config's frames; rank 0 saves the per-frame losses and the
+  order digest each frame ran (``OUT_DIR/<name>.json``). ``"replan_to"`` optionally swaps in a
+  plan made from given costs before the frame of that index.
+
+The parent (pytest) compares the results with a single-process reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import traceback
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.pipeline.frame_loop import FrameLoop
+from hyperframe_runtime.pipeline.planning import orders_digest, plan_from_costs
+from hyperframe_runtime.schedule.costs import CostModel
+
+
+def _grad_case(case: dict[str, Any], out: Path) -> None:
+    loop = FrameLoop(TrainConfig.from_dict(case["config"]))
+    metrics = loop.run_frame(step=False)
+    grads = {
+        name: p.grad.detach().clone()
+        for module in loop.modules.values()
+        for name, p in module.named_parameters()
+        if p.grad is not None
+    }
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, grads)
+    if dist.get_rank() == 0:
+        merged: dict[str, torch.Tensor] = {}
+        for part in gathered:
+            merged.update(part)
+        torch.save(
+            {
+                "grads": merged,
+                "loss": metrics.loss,
+                "orders": {r: [str(a) for a in acts] for r, acts in loop.plan.orders.items()},
+            },
+            out / f"{case['name']}.pt",
+        )
+    loop.close()
+
+
+def _train_case(case: dict[str, Any], out: Path) -> None:
+    config = TrainConfig.from_dict(case["config"])
+    loop = FrameLoop(config)
+    start = loop.frames_done
+    losses: list[float] = []
+    digests: list[str] = []
+    while loop.frames_done < config.frames:
+        if case.get("replan_to") is not None and loop.frames_done == case["replan_to"]["frame"]:
+            costs = CostModel.from_mapping(case["replan_to"]["costs"])
+            loop.set_plan(plan_from_costs(config, loop.plan.placement, costs))
+        digests.append(orders_digest(loop.plan.orders))
+        losses.append(loop.run_frame().loss)
+        loop.after_frame()
+    loop.close()
+    if dist.get_rank() == 0:
+        payload = {"start": start, "losses": losses, "digests": digests, "snapshots": loop.result.snapshots}
+        (out / f"{case['name']}.json").write_text(json.dumps(payload), encoding="utf-8")
+
+
+def _worker(rank: int, world: int, port: int, cases: list[dict[str, Any]], out: str) -> None:
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
+    try:
+        for case in cases:
+            (_grad_case if case["kind"] == "grad" else _train_case)(case, Path(out))
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)  # do not hang the other ranks' collectives
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    mp.start_processes(
+        _worker,
+        args=(spec["world"], _free_port(), spec["cases"], sys.argv[2]),
+        nprocs=spec["world"],
+        start_method="spawn",
+    )
+
+
+if __name__ == "__main__":
+    main()
