@@ -1,0 +1,81 @@
+"""The progress endpoint: only a job's own pods, with their pod-bound token, may report for it.
+
+Tokens are minted the way the kubelet projects them into the pods: `kubectl create token` with
+audience hyperframe.dev/status, bound to the pod object.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from hyperframe.constants import STATUS_TOKEN_AUDIENCE
+from hyperframe_devcluster.kube import Kubectl
+from operator_harness import OperatorProcess, gpu_job, operator, rank_pod, status, wait, wait_running_gang
+
+pytestmark = pytest.mark.cluster
+__all__ = ["operator"]
+
+UPDATE = {
+    "frame": 3,
+    "totalFrames": 10,
+    "step": 3,
+    "loss": 2.5,
+    "samplesPerSecond": 1200.0,
+    "etaSeconds": 42.0,
+}
+
+
+def _token(
+    kubectl: Kubectl, namespace: str, pod: dict[str, Any], audience: str = STATUS_TOKEN_AUDIENCE
+) -> str:
+    account = pod["spec"].get("serviceAccountName") or "default"
+    out = kubectl.run(
+        "create", "token", account, "-n", namespace, "--audience", audience,
+        "--bound-object-kind", "Pod", "--bound-object-name", pod["metadata"]["name"],
+    )  # fmt: skip
+    return out.stdout.strip()
+
+
+def _post(url: str, token: str | None, body: dict[str, Any]) -> int:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_only_the_jobs_own_pods_may_report_progress(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply([gpu_job("prog", namespace, nodes=1), gpu_job("other", namespace, nodes=1)])
+    mine = rank_pod(wait_running_gang(operator, kubectl, namespace, "prog", nodes=1, generation=0), 0)
+    theirs = rank_pod(wait_running_gang(operator, kubectl, namespace, "other", nodes=1, generation=0), 0)
+    env = {e["name"]: e.get("value") for e in mine["spec"]["containers"][0].get("env", [])}
+    url = env["HYPERFRAME_STATUS_URL"]
+    assert url == f"{operator.status_base}/v1/namespaces/{namespace}/hyperframejobs/prog/progress"
+
+    assert _post(url, None, UPDATE) == 401
+    assert _post(url, _token(kubectl, namespace, mine, audience="some-other-audience"), UPDATE) == 401
+    assert _post(url, _token(kubectl, namespace, theirs), UPDATE) == 403, "a pod of another job was let in"
+    assert _post(url, _token(kubectl, namespace, mine), {"frame": "three"}) == 400
+    assert status(kubectl, namespace, "prog").get("progress") is None
+
+    assert _post(url, _token(kubectl, namespace, mine), UPDATE) == 202
+    st = wait(
+        operator,
+        lambda: status(kubectl, namespace, "prog"),
+        lambda s: (s.get("progress") or {}).get("frame") == 3,
+        what="status.progress written",
+    )
+    progress = st["progress"]
+    assert progress["loss"] == 2.5 and progress["etaSeconds"] == 42.0 and progress["updatedAt"]
+    assert st["phase"] == "Running", "a progress write does not disturb the reconcile's status"
+    assert "hyperframe_progress_reports_total" in operator.metrics()
