@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -137,21 +138,38 @@ def test_status_schema_rejects_an_unknown_phase(kubectl: Kubectl, crds: None, na
     assert result.returncode != 0 and "status.phase" in result.stderr
 
 
+@pytest.fixture(scope="module")
+def shared_namespace(kubectl: Kubectl, crds: None) -> Iterator[str]:
+    """One namespace for all bad-manifest cases: nothing but jobs goes in, so no per-test setup."""
+    name = f"t-crd-bad-{secrets.token_hex(3)}"
+    kubectl.run("create", "namespace", name)
+    yield name
+    kubectl.run("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
 @pytest.mark.parametrize("case", SERVER_CASES, ids=[c["name"] for c in SERVER_CASES])
 def test_bad_manifest_is_rejected_naming_the_field(
-    case: dict[str, Any], kubectl: Kubectl, crds: None, namespace: str
+    case: dict[str, Any], kubectl: Kubectl, shared_namespace: str
 ) -> None:
     job, _rt = H.bad_case_objects(case)
-    if "update" in case:
-        created = apply(kubectl, namespace, [job])
-        assert created.returncode == 0, created.stderr
-        job = H.patched(job, case["update"])
-    result = apply(kubectl, namespace, [job])
-    assert result.returncode != 0, f"{case['name']} was accepted"
-    expected = case.get("server", case["path"])
-    assert expected in result.stderr, result.stderr
-    if "problem" in case:
-        assert case["problem"] in result.stderr
+    if "name" not in case.get("job", {}).get("metadata", {}):
+        job["metadata"]["name"] = f"bad-{SERVER_CASES.index(case)}"
+    name = job["metadata"]["name"]
+    try:
+        if "update" in case:
+            created = apply(kubectl, shared_namespace, [job])
+            assert created.returncode == 0, created.stderr
+            job = H.patched(job, case["update"])
+        result = apply(kubectl, shared_namespace, [job])
+        assert result.returncode != 0, f"{case['name']} was accepted"
+        expected = case.get("server", case["path"])
+        assert expected in result.stderr, result.stderr
+        if "problem" in case:
+            assert case["problem"] in result.stderr
+    finally:
+        kubectl.run(
+            "delete", "hfj", name, "-n", shared_namespace, "--ignore-not-found", "--wait=false", check=False
+        )
 
 
 @pytest.mark.parametrize("example", H.example_files())
