@@ -91,6 +91,12 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
         remedy="Device memory is slow: check for ECC errors and clock throttling (nvidia-smi -q), then drain the node.",
     ),
     FailureReason(
+        id="device.hang",
+        exit_code=SmokeExit.TIMEOUT,
+        summary="a device check did not finish in time",
+        remedy="The GPU hangs: look for Xid errors in the node's kernel log (dmesg), drain the node and reset the GPU.",
+    ),
+    FailureReason(
         id="node.shm",
         exit_code=SmokeExit.FAIL,
         summary="/dev/shm is smaller than required",

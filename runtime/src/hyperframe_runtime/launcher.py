@@ -1,0 +1,214 @@
+"""``hyperframe-launch``: the main container's command.
+
+It reads the resolved job config and the env (the same checks as the gate), maps the job onto
+the trainer's :class:`~hyperframe_runtime.config.TrainConfig`, and runs this node's ranks through
+torchrun (``torch.distributed.run``) with the job's static rendezvous: MASTER_ADDR/MASTER_PORT,
+nnodes, node_rank and nproc_per_node. torchrun forwards SIGTERM/SIGINT to the ranks and gives
+them ``--shutdown-timeout`` seconds to stop; torchrun never restarts ranks itself
+(``--max-restarts 0``) because NCCL groups cannot re-join one rank at a time: the operator
+restarts the whole gang. The outcome goes to the termination message as compact JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Final
+
+from hyperframe.api.resolved import ResolvedJobConfig
+from hyperframe.constants import TERMINATION_MESSAGE_MAX_BYTES, TERMINATION_MESSAGE_PATH
+
+from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.jobenv import DEFAULT_CONFIG_PATH, JobEnv, JobEnvError, load_job
+
+__all__ = ["LaunchResult", "main", "torchrun_args", "train_config"]
+
+TRAIN_MODULE: Final = "hyperframe_runtime.train"
+EXIT_CONFIG: Final = 2
+_SHUTDOWN_TIMEOUT_S: Final = 30
+_REASON_MAX: Final = 3000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchResult:
+    """The main container's final word, written to its termination message."""
+
+    ok: bool
+    exit_code: int
+    reason: str = ""
+    failed_ranks: list[int] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    def to_termination_message(self) -> str:
+        data = asdict(self)
+        data["duration_s"] = round(self.duration_s, 2)
+        data["reason"] = self.reason[:_REASON_MAX]
+        data["failed_ranks"] = self.failed_ranks[:64]
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        return (
+            text
+            if len(text.encode()) <= TERMINATION_MESSAGE_MAX_BYTES
+            else text.encode()[:TERMINATION_MESSAGE_MAX_BYTES].decode(errors="ignore")
+        )
+
+
+def train_config(job: ResolvedJobConfig) -> TrainConfig:
+    """The trainer's config for this job; a job the trainer cannot run is a config error."""
+    entry = job.entrypoint
+    if entry.builtin is not None:
+        model: dict[str, object] = {
+            "model": "gpt",
+            "vocab_size": entry.builtin.vocab_size,
+            "seq_len": entry.builtin.seq_len,
+            "d_model": entry.builtin.hidden_size,
+            "n_heads": entry.builtin.heads,
+            "n_layers": entry.builtin.layers,
+        }
+    elif entry.module is not None:
+        model = {"model": entry.module.name}
+    else:
+        raise JobEnvError("config.invalid", "entrypoint: neither builtin nor module is set; set one of them")
+    frames = job.frames
+    checkpoint = frames.checkpoint
+    try:
+        return TrainConfig.from_dict(
+            {
+                **model,
+                "pipeline": job.parallelism.pipeline,
+                "data": job.parallelism.data,
+                "policy": frames.schedule_policy,
+                "stages_per_rank": frames.stages_per_rank,
+                "microbatches_per_frame": frames.micro_batches_per_frame,
+                "micro_batch_size": frames.micro_batch_size,
+                "frames": frames.frames,
+                "replan_every": frames.replan_every_frames,
+                "checkpoint_dir": checkpoint.path if checkpoint else "",
+                "checkpoint_every": checkpoint.every_frames if checkpoint else 0,
+                "device": "cuda" if job.gpus_per_node > 0 else "cpu",
+                "backend": job.backend,
+            }
+        )
+    except ValueError as exc:
+        raise JobEnvError("config.invalid", f"the trainer cannot run this job: {exc}") from None
+
+
+def torchrun_args(job: ResolvedJobConfig, env: JobEnv, train_config_path: str) -> list[str]:
+    """torchrun's arguments for this node: static rendezvous at node rank 0, no local restarts."""
+    return [
+        f"--nnodes={env.nnodes}",
+        f"--node-rank={env.node_rank}",
+        f"--nproc-per-node={env.nproc_per_node}",
+        f"--master-addr={env.master_addr}",
+        f"--master-port={env.master_port}",
+        f"--rdzv-conf=timeout={job.rendezvous.timeout_seconds}",
+        "--max-restarts=0",
+        f"--shutdown-timeout={_SHUTDOWN_TIMEOUT_S}",
+        "--module",
+        TRAIN_MODULE,
+        "--config",
+        train_config_path,
+    ]
+
+
+def _write(result: LaunchResult, path: str) -> None:
+    try:
+        Path(path).write_text(result.to_termination_message(), encoding="utf-8")
+    except OSError as exc:
+        print(
+            f"hyperframe-launch: warning: cannot write the result to {path}: {exc.strerror}", file=sys.stderr
+        )
+
+
+def _run_torchrun(args: list[str]) -> LaunchResult:
+    # Imported here: torch is slow to import and the config checks above must stay quick.
+    from torch.distributed.elastic.multiprocessing import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import main as torchrun_main
+
+    try:
+        torchrun_main(args)
+    except ChildFailedError as exc:
+        failures = sorted(exc.failures.items())  # keyed by global rank
+        first = failures[0][1]
+        lines = [
+            f"rank {rank} (local {f.local_rank}) exited with code {f.exitcode}: {f.message}"
+            for rank, f in failures[:8]
+        ]
+        return LaunchResult(
+            ok=False,
+            exit_code=first.exitcode if first.exitcode > 0 else 1,
+            reason="; ".join(lines),
+            failed_ranks=[rank for rank, _ in failures],
+        )
+    except SignalException as exc:
+        return LaunchResult(
+            ok=False, exit_code=128 + int(exc.sigval), reason=f"stopped by signal {exc.sigval.name}"
+        )
+    return LaunchResult(ok=True, exit_code=0, reason="all ranks finished")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hyperframe-launch", description="Run this node's ranks of a HyperFrame job through torchrun."
+    )
+    parser.add_argument("--config", default=str(DEFAULT_CONFIG_PATH), help="resolved job config (job.json)")
+    parser.add_argument(
+        "--termination-log", default=TERMINATION_MESSAGE_PATH, help="where to write the result JSON"
+    )
+    parser.add_argument(
+        "--workdir",
+        default=os.environ.get("HYPERFRAME_WORKDIR", ""),
+        help="where to write the training config (default: a temp dir)",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the training config and torchrun arguments, run nothing"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    started = time.monotonic()
+    try:
+        job = load_job(args.config)
+        env = JobEnv.from_env(os.environ)
+        env.check_against(job)
+        config = train_config(job)
+    except JobEnvError as exc:
+        print(f"hyperframe-launch: error: {exc}", file=sys.stderr)
+        _write(LaunchResult(ok=False, exit_code=EXIT_CONFIG, reason=str(exc)), args.termination_log)
+        return EXIT_CONFIG
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="hyperframe-launch-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / f"train-{job.job.name}-node{env.node_rank}.json"
+    config_path.write_text(config.to_json(), encoding="utf-8")
+    torchrun = torchrun_args(job, env, str(config_path))
+    if args.dry_run:
+        print(config.to_json(), end="")
+        print("torchrun " + " ".join(torchrun))
+        return 0
+    print(f"hyperframe-launch: node {env.node_rank}/{env.nnodes}: torchrun {' '.join(torchrun)}", flush=True)
+    result = _run_torchrun(torchrun)
+    result = LaunchResult(
+        ok=result.ok,
+        exit_code=result.exit_code,
+        reason=result.reason,
+        failed_ranks=result.failed_ranks,
+        duration_s=time.monotonic() - started,
+    )
+    print(
+        f"hyperframe-launch: node {env.node_rank}: {'done' if result.ok else 'FAILED'}: {result.reason}",
+        flush=True,
+    )
+    _write(result, args.termination_log)
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""What one node's smoke gate checks, and where the job's other ranks are.
+
+:class:`GateConfig` is the gate's only input: typed and validated on construction. It is built
+from the environment the operator renders (MASTER_ADDR, MASTER_PORT, PET_NNODES, NODE_RANK,
+NPROC_PER_NODE, WORLD_SIZE) together with the resolved job config; see
+:mod:`hyperframe_runtime.smoke.settings` for that mapping. Config problems raise
+``GateConfigError`` (:class:`~hyperframe_runtime.jobenv.JobEnvError`), which the CLI turns into exit 2 (``config.*`` reasons).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hyperframe_runtime.jobenv import JobEnvError as GateConfigError
+
+__all__ = ["GateConfig", "GateConfigError"]
+
+Device = Literal["cpu", "cuda"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateConfig:
+    """One node's gate run. Sizes in bytes, bandwidths in GB/s (1e9 bytes/s), times in seconds."""
+
+    # ---- where: the job-wide rendezvous ---------------------------------------------------------
+    master_addr: str
+    """Host of node rank 0, which serves the gate's rendezvous store (the job's headless Service)."""
+    master_port: int
+    """Port of that store; the launcher reuses it after the gate has exited."""
+    nnodes: int
+    """Nodes (pods) in the job: the env's PET_NNODES."""
+    node_rank: int
+    """This node's rank, 0 .. nnodes-1."""
+    nproc_per_node: int
+    """Ranks per node: one per GPU on CUDA jobs, the job's processes per node on CPU jobs."""
+    node_name: str = ""
+    """Kubernetes node name (env NODE_NAME) or hostname, for reports."""
+
+    # ---- what: devices --------------------------------------------------------------------------
+    device: Device = "cpu"
+    """``cuda`` runs the device checks and NCCL; ``cpu`` skips device checks and uses gloo."""
+    backend: str = ""
+    """torch.distributed backend; "" = nccl on cuda, gloo on cpu."""
+    matmul_size: int = 8192
+    """Square bf16 matmul size for the TFLOP/s figure."""
+    memory_fraction: float = 0.9
+    """Fraction of total device memory the allocation check must obtain; 0 skips it."""
+    min_tflops: float = 0.0
+    """Fail a device below this matmul TFLOP/s; 0 = report only."""
+    min_mem_bw_gbps: float = 0.0
+    """Fail a device below this memory bandwidth; 0 = report only."""
+    min_shm_bytes: int = 0
+    """Fail the node when /dev/shm is smaller; 0 = no check."""
+    require_rdma: bool = False
+    """Fail the node when no InfiniBand/RDMA device is visible (runtime requests RDMA)."""
+    device_checks: frozenset[str] = frozenset({"visible", "memory", "matmul"})
+    """Which CUDA checks run: ``visible`` (count, driver), ``memory`` (allocation and bandwidth),
+    ``matmul`` (correctness and TFLOP/s)."""
+
+    # ---- what: the collective -------------------------------------------------------------------
+    allreduce_sizes: tuple[int, ...] = (1 << 20, 64 << 20)
+    """All-reduce message sizes; the busbw figure is taken at the largest."""
+    iterations: int = 5
+    """Timed all-reduces per size (after one verified warm-up)."""
+    min_busbw_gbps: float = 0.0
+    """Fail when busbw at the largest size is below this; 0 = report only."""
+
+    # ---- bounds ---------------------------------------------------------------------------------
+    rendezvous_timeout_s: float = 300.0
+    """How long ranks wait for each other (pods start at different times: image pulls)."""
+    step_timeout_s: float = 60.0
+    """Budget for every other step: process start, device checks, group init, each collective."""
+    checks: frozenset[str] = field(default_factory=lambda: frozenset({"devices", "collective"}))
+    """Which check groups run: ``devices`` and/or ``collective``."""
+
+    def __post_init__(self) -> None:
+        def bad(name: str, why: str) -> GateConfigError:
+            return GateConfigError("config.invalid", f"{name}: {why}")
+
+        if not self.master_addr:
+            raise GateConfigError("config.missing-env", "MASTER_ADDR: empty; set it to node rank 0's address")
+        if not 0 < self.master_port < 65536:
+            raise GateConfigError(
+                "config.missing-env", f"MASTER_PORT: {self.master_port} is not a TCP port (1-65535)"
+            )
+        if self.nnodes < 1:
+            raise GateConfigError("config.world-size", f"PET_NNODES: {self.nnodes} nodes; it must be >= 1")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise GateConfigError(
+                "config.world-size",
+                f"NODE_RANK: {self.node_rank} is outside 0..{self.nnodes - 1} (PET_NNODES={self.nnodes} nodes)",
+            )
+        if self.nproc_per_node < 1:
+            raise GateConfigError(
+                "config.world-size", f"NPROC_PER_NODE: {self.nproc_per_node}; it must be >= 1"
+            )
+        if self.device not in ("cpu", "cuda"):
+            raise bad("device", f"{self.device!r} must be 'cpu' or 'cuda'")
+        if self.resolved_backend() not in ("gloo", "nccl") or (
+            self.device == "cpu" and self.resolved_backend() == "nccl"
+        ):
+            raise bad("backend", f"{self.backend!r} must be 'gloo' or 'nccl' (nccl needs cuda)")
+        if not 0.0 <= self.memory_fraction < 1.0:
+            raise bad("memoryFraction", f"{self.memory_fraction} must be in [0, 1)")
+        if not self.allreduce_sizes or min(self.allreduce_sizes) < 4:
+            raise bad(
+                "allreduceSizes", f"{list(self.allreduce_sizes)} must be a non-empty list of sizes >= 4 bytes"
+            )
+        if self.iterations < 1 or self.matmul_size < 1:
+            raise bad("iterations", "iterations and matmulSize must be >= 1")
+        if self.rendezvous_timeout_s <= 0 or self.step_timeout_s <= 0:
+            raise bad("timeouts", "rendezvous and step timeouts must be > 0 seconds")
+        unknown_device = self.device_checks - {"visible", "memory", "matmul", "p2p"}
+        if unknown_device:
+            raise bad(
+                "deviceChecks", f"unknown check(s) {sorted(unknown_device)}; known: visible, memory, matmul"
+            )
+        unknown = self.checks - {"devices", "collective"}
+        if unknown:
+            raise bad("checks", f"unknown check(s) {sorted(unknown)}; known: devices, collective")
+
+    @property
+    def world_size(self) -> int:
+        """Ranks in the job."""
+        return self.nnodes * self.nproc_per_node
+
+    def global_rank(self, local_rank: int) -> int:
+        """The job-wide rank of this node's ``local_rank``."""
+        return self.node_rank * self.nproc_per_node + local_rank
+
+    def node_of(self, rank: int) -> int:
+        """The node rank a global rank lives on."""
+        return rank // self.nproc_per_node
+
+    def resolved_backend(self) -> str:
+        """``backend`` or the device's default."""
+        return self.backend or ("nccl" if self.device == "cuda" else "gloo")
+
+    def deadline_s(self) -> float:
+        """Hard bound on the whole gate: after this the node agent kills its ranks (exit 3)."""
+        steps = 4 + len(self.allreduce_sizes)  # start, devices, group init, sizes, teardown
+        return self.rendezvous_timeout_s + steps * self.step_timeout_s

@@ -1,0 +1,62 @@
+"""Maps the resolved job config (job.json) and the pod env onto the gate's :class:`GateConfig`.
+
+The runtime's smoke policy has one time limit for the whole gate (``smoke.timeoutSeconds``);
+it is split here into a per-step budget and the rendezvous wait so that the gate as a whole ends
+within it: step = limit / 10 (5 to 60 s), rendezvous = the rest, capped by the job's rendezvous
+timeout.
+"""
+
+from __future__ import annotations
+
+from hyperframe.api.resolved import ResolvedJobConfig
+
+from hyperframe_runtime.jobenv import JobEnv, JobEnvError
+from hyperframe_runtime.smoke.config import GateConfig
+
+__all__ = ["gate_config", "split_timeout"]
+
+_DEVICE_CHECKS = frozenset({"visible", "memory", "matmul"})
+
+
+def split_timeout(total_s: float, sizes: int, rendezvous_cap_s: float) -> tuple[float, float]:
+    """(rendezvous timeout, step timeout) whose worst case sums to about ``total_s``."""
+    step = min(max(total_s / 10.0, 5.0), 60.0)
+    steps = 4 + sizes
+    rendezvous = min(max(total_s - steps * step, step), rendezvous_cap_s)
+    return rendezvous, step
+
+
+def gate_config(job: ResolvedJobConfig, env: JobEnv, *, node_name: str) -> GateConfig:
+    """The gate run for this pod; raises :class:`JobEnvError` when env and job disagree."""
+    env.check_against(job)
+    smoke = job.smoke
+    cuda = job.gpus_per_node > 0
+    if cuda and job.procs_per_node != job.gpus_per_node:
+        raise JobEnvError(
+            "config.world-size",
+            f"procsPerNode: {job.procs_per_node}, but a GPU job runs one rank per GPU (gpusPerNode={job.gpus_per_node})",
+        )
+    rendezvous_s, step_s = split_timeout(
+        float(smoke.timeout_seconds), len(smoke.nccl_message_sizes), float(job.rendezvous.timeout_seconds)
+    )
+    checks = {"collective"}
+    device_checks = set(smoke.device_checks)
+    if device_checks & _DEVICE_CHECKS:
+        checks.add("devices")
+    return GateConfig(
+        master_addr=env.master_addr,
+        master_port=env.master_port,
+        nnodes=env.nnodes,
+        node_rank=env.node_rank,
+        nproc_per_node=env.nproc_per_node,
+        node_name=node_name,
+        device="cuda" if cuda else "cpu",
+        backend=job.backend,
+        memory_fraction=smoke.memory_fraction if "memory" in device_checks else 0.0,
+        device_checks=frozenset(device_checks),
+        allreduce_sizes=tuple(smoke.nccl_message_sizes),
+        min_busbw_gbps=smoke.min_bus_bandwidth_gbps,
+        rendezvous_timeout_s=rendezvous_s,
+        step_timeout_s=step_s,
+        checks=frozenset(checks),
+    )

@@ -1,0 +1,149 @@
+"""One rank of the gate, run in its own process (spawned by the node agent, one per local device).
+
+Order: device checks -> publish the record -> bounded rendezvous -> (if nobody failed) process
+group, verified and timed all-reduces -> result to the agent. Every step is announced to the
+agent first, so that the agent can bound it in time and name the step of a rank that hangs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.queues
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+from typing import Final
+
+import torch
+import torch.distributed as dist
+
+from hyperframe_runtime.smoke.collective import (
+    PrefixStore,
+    TCPStore,
+    allreduce_figures,
+    arrive,
+    failures_reported,
+    report_failure,
+    wait_for_all,
+)
+from hyperframe_runtime.smoke.config import GateConfig
+from hyperframe_runtime.smoke.outcome import Failure, RankRecord, rank_ranges
+from hyperframe_runtime.smoke.probe import DeviceProbe
+
+__all__ = ["STAGES", "record_key", "run_rank"]
+
+STAGES: Final = ("start", "devices", "rendezvous", "group-init", "allreduce", "teardown")
+"""The steps a rank announces, in order; the agent holds a time budget for each."""
+
+Messages = multiprocessing.queues.Queue  # of ("stage", local_rank, stage) | ("result", local_rank, json)
+
+
+def record_key(rank: int) -> str:
+    """Store key of a rank's published record."""
+    return f"dev/{rank}"
+
+
+def run_rank(local_rank: int, config: GateConfig, probe: DeviceProbe, messages: Messages) -> None:  # type: ignore[type-arg]
+    """Process entry of one rank: never raises; the result (or failure) goes to ``messages``."""
+    rank = config.global_rank(local_rank)
+
+    def stage(name: str) -> None:
+        messages.put(("stage", local_rank, name))
+
+    stage("devices")
+    outcome = probe.check(local_rank, config)
+    record = RankRecord(
+        rank=rank,
+        node_rank=config.node_rank,
+        node=config.node_name,
+        device=outcome.figures,
+        failure=outcome.failure,
+        notes=outcome.notes,
+    )
+    try:
+        record = _join_job(config, rank, local_rank, record, stage)
+    except Exception as exc:  # the agent must always hear back
+        record = replace(
+            record,
+            failure=record.failure or Failure(reason_id="internal.error", message=f"rank {rank}: {exc!r}"),
+        )
+    messages.put(("result", local_rank, record.to_json()))
+
+
+def _join_job(
+    config: GateConfig, rank: int, local_rank: int, record: RankRecord, stage: Callable[[str], None]
+) -> RankRecord:
+    stage("rendezvous")
+    store = TCPStore(
+        config.master_addr,
+        config.master_port,
+        is_master=False,
+        timeout=timedelta(seconds=config.rendezvous_timeout_s),
+        wait_for_workers=False,
+    )
+    store.set(record_key(rank), record.to_json())
+    if record.failure is not None:
+        report_failure(store)
+    arrive(store, rank, config.world_size)
+    missing = wait_for_all(store, config.world_size, config.rendezvous_timeout_s)
+    if missing:
+        nodes = sorted({config.node_of(r) for r in missing})
+        return replace(
+            record,
+            failure=record.failure
+            or Failure(
+                reason_id="collective.rendezvous",
+                message=(
+                    f"rank(s) {rank_ranges(missing)} on node(s) {rank_ranges(nodes)} did not arrive within "
+                    f"{config.rendezvous_timeout_s:g}s"
+                ),
+                missing_ranks=tuple(missing),
+                suspect_node_ranks=tuple(nodes),
+            ),
+        )
+    if record.failure is not None or failures_reported(store) or "collective" not in config.checks:
+        return record  # a device or node failed somewhere: the agent reports it from the store
+    device = torch.device("cuda", local_rank) if config.device == "cuda" else torch.device("cpu")
+    stage("group-init")
+    started = time.perf_counter()
+    try:
+        dist.init_process_group(
+            config.resolved_backend(),
+            store=PrefixStore("pg", store),
+            rank=rank,
+            world_size=config.world_size,
+            timeout=timedelta(seconds=config.step_timeout_s),
+            device_id=device if device.type == "cuda" else None,
+        )
+    except Exception as exc:
+        return replace(
+            record,
+            failure=Failure(
+                reason_id="collective.init", message=f"rank {rank}: process group init failed: {exc}"
+            ),
+        )
+    stage("allreduce")
+    try:
+        figures, failure = allreduce_figures(config, rank, device)
+    except Exception as exc:
+        text = str(exc)
+        reason = (
+            "collective.timeout"
+            if "timeout" in text.lower() or "timed out" in text.lower()
+            else "collective.init"
+        )
+        figures, failure = (
+            [],
+            Failure(
+                reason_id=reason,
+                message=f"rank {rank}: all-reduce failed: {text.splitlines()[0] if text else exc!r}",
+            ),
+        )
+    init_s = time.perf_counter() - started - sum(f.seconds * (config.iterations) for f in figures)
+    stage("teardown")
+    dist.destroy_process_group()
+    notes = (
+        *record.notes,
+        f"{config.resolved_backend()} group init + first all-reduce {max(init_s, 0.0):.2f}s",
+    )
+    return replace(record, failure=failure, allreduce=tuple(figures), notes=notes)
