@@ -253,7 +253,11 @@ def render_versions_table(m: Matrix) -> str:
         f"Images run as `{m.image_user.name}` (uid {m.image_user.uid})."
     )
     rows.append("")
-    rows.append("torch indexes: " + "; ".join(f"`{p.name}`: {p.torch.index_url}" for p in m.profiles) + ".")
+    rows.append("Pinned upstream images and torch indexes:")
+    rows.append("")
+    for p in m.profiles:
+        rows.append(f"- `{p.name}`: `{p.base.pinned}`; torch from {p.torch.index_url}")
+    rows.append(f"- operator: `{m.operator.base.pinned}`")
     return "\n".join(rows)
 
 
