@@ -144,3 +144,22 @@ def test_operator_image_has_no_torch_and_runs_the_operator() -> None:
     assert "runtime/" not in body, "the operator image must not copy the runtime (torch) package"
     assert 'find_spec("torch")' in body
     assert instructions[-1] == 'ENTRYPOINT ["python", "-m", "hyperframe.controller"]'
+
+
+def test_the_build_context_sends_exactly_what_the_dockerfiles_copy() -> None:
+    lines = [
+        line
+        for line in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert lines[0] == "*", "the context is an allow-list: everything else (.venv, .cluster) stays out"
+    allowed = {line[1:] for line in lines if line.startswith("!")}
+    sources = set()
+    for path in DOCKERFILES:
+        for instruction in _instructions(path):
+            parts = instruction.split()
+            if parts[0] == "COPY" and not any(p.startswith("--from") for p in parts):
+                sources.update(p for p in parts[1:-1] if not p.startswith("--"))
+    assert sources == allowed
+    for source in sources:
+        assert (ROOT / source).exists(), f"{source} is copied but does not exist"
