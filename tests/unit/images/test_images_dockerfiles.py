@@ -154,7 +154,7 @@ def test_the_build_context_sends_exactly_what_the_dockerfiles_copy() -> None:
     ]
     assert lines[0] == "*", "the context is an allow-list: everything else (.venv, .cluster) stays out"
     allowed = {line[1:] for line in lines if line.startswith("!")}
-    sources = set()
+    sources: set[str] = set()
     for path in DOCKERFILES:
         for instruction in _instructions(path):
             parts = instruction.split()
