@@ -112,6 +112,8 @@ def framework(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Framework]:
             f"install-framework {phase[0]} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
         )
     yield fw
+    # 4.9 GiB: do not leave it to pytest's retention of the last three temporary directories.
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def test_the_layer_holds_the_pinned_torch_and_the_runtime_wheels(framework: Framework) -> None:
