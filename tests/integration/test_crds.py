@@ -177,13 +177,15 @@ def test_render_output_passes_server_dry_run(
 ) -> None:
     exe = Path(sys.executable).with_name("hyperframe")
     rendered = subprocess.run(
-        [str(exe), "render", str(H.EXAMPLES / example)], capture_output=True, text=True, check=True
+        [str(exe), "render", str(H.EXAMPLES / example), "-n", namespace],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
-    objects = [o for o in yaml.safe_load_all(rendered) if o]
-    for obj in objects:
-        obj["metadata"].pop("namespace", None)  # into the test namespace
-    result = apply(kubectl, namespace, objects, "--dry-run=server")
+    # Exactly what a user pipes: hyperframe render job.yaml -n NS | kubectl apply --dry-run=server -f -
+    result = kubectl.run("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert result.returncode == 0, result.stderr
+    assert result.stdout.count("(server dry run)") == len([o for o in yaml.safe_load_all(rendered) if o])
 
 
 def test_operator_style_render_from_the_stored_job_passes_dry_run(

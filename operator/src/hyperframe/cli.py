@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from hyperframe.api.errors import SpecError
+from hyperframe.api.errors import FieldError, SpecError
 from hyperframe.api.manifests import load_documents, select_job_and_runtime
 from hyperframe.render import RenderContext, render_job
 from hyperframe.render.yamlout import dump_manifests
@@ -20,6 +21,7 @@ def _render(args: argparse.Namespace) -> int:
         docs = load_documents(args.job)
         extra = [d for path in args.runtime for d in load_documents(path)]
         job, runtime = select_job_and_runtime(docs, extra)
+        job = _with_namespace(job, args.namespace)
         ctx = RenderContext(gang_generation=args.generation, excluded_nodes=tuple(args.exclude_node))
         objects = render_job(job, runtime, ctx)
     except SpecError as exc:
@@ -29,6 +31,25 @@ def _render(args: argparse.Namespace) -> int:
         return 1
     sys.stdout.write(dump_manifests(objects))
     return 0
+
+
+def _with_namespace(job: Mapping[str, Any], namespace: str | None) -> Mapping[str, Any]:
+    """Like ``kubectl -n``: fills in the job's namespace; a different one in the file is an error."""
+    if namespace is None:
+        return job
+    meta = dict(job.get("metadata") or {})
+    if meta.get("namespace") not in (None, namespace):
+        raise SpecError(
+            [
+                FieldError(
+                    "metadata.namespace",
+                    f'is "{meta["namespace"]}" but --namespace is "{namespace}"',
+                    "drop one of them",
+                )
+            ]
+        )
+    meta["namespace"] = namespace
+    return {**job, "metadata": meta}
 
 
 def _local(argv: list[str]) -> int:
@@ -59,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("job", help="YAML file with the HyperFrameJob (may also hold its HyperFrameRuntime)")
     render.add_argument(
         "--runtime", action="append", default=[], metavar="FILE", help="YAML file(s) with runtimes"
+    )
+    render.add_argument(
+        "-n", "--namespace", help="namespace of the job when its metadata has none (default: default)"
     )
     render.add_argument("--generation", type=int, default=0, help="gang generation to render (default 0)")
     render.add_argument(

@@ -118,3 +118,16 @@ def test_console_script_entry_point() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "kind: Pod" in result.stdout
+
+
+def test_namespace_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["render", str(EXAMPLES / "cpu-tiny.yaml"), "-n", "ml-team"], capsys)
+    docs = list(yaml.safe_load_all(out))
+    assert code == 0 and {d["metadata"]["namespace"] for d in docs} == {"ml-team"}
+    assert "cpu-tiny-0.cpu-tiny.ml-team.svc" in out
+    docs = example_docs("cpu-tiny.yaml")
+    docs[1]["metadata"]["namespace"] = "other"
+    path = tmp_path / "ns.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    code, _, err = run(["render", str(path), "--namespace", "ml-team"], capsys)
+    assert code == 1 and 'metadata.namespace: is "other" but --namespace is "ml-team"' in err
