@@ -1,0 +1,239 @@
+"""Cross-field rules of a HyperFrameJob spec: each a CEL rule for the API server next to its Python check.
+
+The problem texts are shared by the CEL messages (``format()``) and the Python checks, so the API
+server and ``hyperframe render`` word a problem the same way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from hyperframe.api.fields import Rule
+from hyperframe.constants import CONFIG_MOUNT_PATH, STATUS_TOKEN_DIR
+
+if TYPE_CHECKING:
+    from hyperframe.api.job import JobSpec
+
+__all__ = [
+    "JOB_SPEC_RULES",
+    "POLICIES_NEEDING_DEPTH",
+    "RESERVED_MOUNT_PATHS",
+    "RESERVED_VOLUME_PREFIX",
+    "procs_per_node",
+]
+
+# Schedules that fill the pipeline with one micro-batch per stage before the steady state, so
+# fewer micro-batches per frame than pipeline stages cannot run (torch raises on it).
+POLICIES_NEEDING_DEPTH: Final[tuple[str, ...]] = ("1f1b", "interleaved1f1b", "zbv")
+
+
+def procs_per_node(spec: JobSpec) -> int:
+    """Ranks per node: one per GPU, or procsPerNode for CPU jobs (0 when unset, an invalid job)."""
+    if spec.gpus_per_node > 0:
+        return spec.gpus_per_node
+    return spec.procs_per_node or 0
+
+
+_PROCS_MISMATCH = "a GPU job runs one rank per GPU, but procsPerNode (%d) != gpusPerNode (%d)"
+_PRODUCT = "pipeline (%d) x data (%d) = %d, but nodes (%d) x %s (%d) = %d"
+_DEPTH = "%s needs at least one micro-batch per pipeline stage, but microBatchesPerFrame (%d) < pipeline (%d)"
+_INTERLEAVED = "interleaved1f1b needs microBatchesPerFrame (%d) to be a multiple of pipeline (%d)"
+_CKPT_VOLUME = "volume %s is not in spec.volumes"
+_RANKS_CEL = "(self.gpusPerNode > 0 ? self.gpusPerNode : (has(self.procsPerNode) ? self.procsPerNode : 0))"
+
+
+def _procs_problem(s: JobSpec) -> str | None:
+    if s.gpus_per_node == 0 or s.procs_per_node in (None, s.gpus_per_node):
+        return None
+    return _PROCS_MISMATCH % (s.procs_per_node, s.gpus_per_node)
+
+
+def _product_problem(s: JobSpec) -> str | None:
+    p, d = s.parallelism.pipeline, s.parallelism.data
+    ranks = procs_per_node(s)
+    if p * d == s.nodes * ranks:
+        return None
+    per = "gpusPerNode" if s.gpus_per_node > 0 else "procsPerNode"
+    return _PRODUCT % (p, d, p * d, s.nodes, per, ranks, s.nodes * ranks)
+
+
+def _depth_problem(s: JobSpec) -> str | None:
+    f = s.frames
+    if f.schedule_policy in POLICIES_NEEDING_DEPTH and f.micro_batches_per_frame < s.parallelism.pipeline:
+        return _DEPTH % (f.schedule_policy, f.micro_batches_per_frame, s.parallelism.pipeline)
+    return None
+
+
+def _interleaved_problem(s: JobSpec) -> str | None:
+    f = s.frames
+    if f.schedule_policy == "interleaved1f1b" and f.micro_batches_per_frame % s.parallelism.pipeline:
+        return _INTERLEAVED % (f.micro_batches_per_frame, s.parallelism.pipeline)
+    return None
+
+
+def _volume_names(s: JobSpec) -> set[str]:
+    return {str(v.get("name")) for v in s.volumes}
+
+
+def _checkpoint_problem(s: JobSpec) -> str | None:
+    ckpt = s.frames.checkpoint
+    if ckpt is None or ckpt.volume in _volume_names(s):
+        return None
+    return _CKPT_VOLUME % ckpt.volume
+
+
+def _mounts_problem(s: JobSpec) -> str | None:
+    names = _volume_names(s)
+    for i, m in enumerate(s.volume_mounts):
+        if m.name not in names:
+            return f"volumeMounts[{i}] names volume {m.name}, which is not in spec.volumes"
+    return None
+
+
+def _cpu_procs_problem(s: JobSpec) -> str | None:
+    if s.gpus_per_node > 0 or s.procs_per_node is not None:
+        return None
+    return "a CPU job (gpusPerNode 0) needs procsPerNode"
+
+
+_DEPTH_POLICIES_CEL = "[" + ", ".join(f"'{p}'" for p in POLICIES_NEEDING_DEPTH) + "]"
+
+# The renderer adds volumes named hyperframe-* and mounts them at these paths.
+RESERVED_VOLUME_PREFIX: Final = "hyperframe-"
+RESERVED_MOUNT_PATHS: Final[tuple[str, ...]] = ("/dev/shm", CONFIG_MOUNT_PATH, STATUS_TOKEN_DIR)
+_RESERVED_MOUNTS_CEL = "[" + ", ".join(f"'{p}'" for p in RESERVED_MOUNT_PATHS) + "]"
+
+
+def _reserved_volume_problem(s: JobSpec) -> str | None:
+    for i, v in enumerate(s.volumes):
+        if str(v.get("name", "")).startswith(RESERVED_VOLUME_PREFIX):
+            return f"volumes[{i}] is named {v.get('name')}; names starting with {RESERVED_VOLUME_PREFIX} are reserved"
+    return None
+
+
+def _reserved_mount_problem(s: JobSpec) -> str | None:
+    for i, m in enumerate(s.volume_mounts):
+        if m.mount_path in RESERVED_MOUNT_PATHS:
+            return f"volumeMounts[{i}] mounts at {m.mount_path}, where HyperFrame mounts its own volume"
+    return None
+
+
+def _checkpoint_mount_problem(s: JobSpec) -> str | None:
+    ckpt = s.frames.checkpoint
+    if ckpt is None:
+        return None
+    for i, m in enumerate(s.volume_mounts):
+        if m.mount_path == ckpt.path and m.name != ckpt.volume:
+            return f"volumeMounts[{i}] mounts volume {m.name} at the checkpoint path {ckpt.path}, not volume {ckpt.volume}"
+    return None
+
+
+JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
+    Rule(
+        cel="self.gpusPerNode > 0 || has(self.procsPerNode)",
+        message="a CPU job (gpusPerNode 0) needs procsPerNode",
+        fix="set procsPerNode to the number of ranks per node",
+        field_path=".procsPerNode",
+        reason="FieldValueRequired",
+        check=_cpu_procs_problem,
+    ),
+    Rule(
+        cel="self.gpusPerNode == 0 || !has(self.procsPerNode) || self.procsPerNode == self.gpusPerNode",
+        message="a GPU job runs one rank per GPU, so procsPerNode must equal gpusPerNode",
+        message_format=_PROCS_MISMATCH,
+        message_args=("self.procsPerNode", "self.gpusPerNode"),
+        fix="remove procsPerNode",
+        field_path=".procsPerNode",
+        check=_procs_problem,
+    ),
+    Rule(
+        cel=f"self.parallelism.pipeline * self.parallelism.data == self.nodes * {_RANKS_CEL}",
+        message="pipeline x data must equal nodes x ranks per node",
+        message_format=_PRODUCT,
+        message_args=(
+            "self.parallelism.pipeline",
+            "self.parallelism.data",
+            "self.parallelism.pipeline * self.parallelism.data",
+            "self.nodes",
+            "self.gpusPerNode > 0 ? 'gpusPerNode' : 'procsPerNode'",
+            _RANKS_CEL,
+            f"self.nodes * {_RANKS_CEL}",
+        ),
+        fix="make pipeline x data equal to the number of ranks",
+        field_path=".parallelism",
+        check=_product_problem,
+    ),
+    Rule(
+        cel=f"!(self.frames.schedulePolicy in {_DEPTH_POLICIES_CEL}) "
+        "|| self.frames.microBatchesPerFrame >= self.parallelism.pipeline",
+        message="this schedule needs at least one micro-batch per pipeline stage",
+        message_format=_DEPTH,
+        message_args=(
+            "self.frames.schedulePolicy",
+            "self.frames.microBatchesPerFrame",
+            "self.parallelism.pipeline",
+        ),
+        fix="raise frames.microBatchesPerFrame to at least parallelism.pipeline, or use gpipe/hyperframe",
+        field_path=".frames.microBatchesPerFrame",
+        check=_depth_problem,
+    ),
+    Rule(
+        cel="self.frames.schedulePolicy != 'interleaved1f1b' "
+        "|| self.frames.microBatchesPerFrame % self.parallelism.pipeline == 0",
+        message="interleaved1f1b needs microBatchesPerFrame to be a multiple of pipeline",
+        message_format=_INTERLEAVED,
+        message_args=("self.frames.microBatchesPerFrame", "self.parallelism.pipeline"),
+        fix="use a multiple of parallelism.pipeline",
+        field_path=".frames.microBatchesPerFrame",
+        check=_interleaved_problem,
+    ),
+    Rule(
+        cel="!has(self.frames.checkpoint) || self.volumes.exists(v, v.name == self.frames.checkpoint.volume)",
+        message="the checkpoint volume is not in spec.volumes",
+        message_format=_CKPT_VOLUME,
+        message_args=("self.frames.checkpoint.volume",),
+        fix="add a volume with that name to spec.volumes",
+        field_path=".frames.checkpoint.volume",
+        check=_checkpoint_problem,
+    ),
+    Rule(
+        cel="self.volumeMounts.all(m, self.volumes.exists(v, v.name == m.name))",
+        message="a volumeMount names a volume that is not in spec.volumes",
+        fix="add the volume to spec.volumes or fix the mount's name",
+        field_path=".volumeMounts",
+        check=_mounts_problem,
+    ),
+    Rule(
+        cel=f"self.volumes.all(v, !v.name.startsWith('{RESERVED_VOLUME_PREFIX}'))",
+        message=f"volume names starting with {RESERVED_VOLUME_PREFIX} are reserved for the volumes HyperFrame adds",
+        fix="rename the volume (and its mounts)",
+        field_path=".volumes",
+        reason="FieldValueForbidden",
+        check=_reserved_volume_problem,
+    ),
+    Rule(
+        cel=f"self.volumeMounts.all(m, !(m.mountPath in {_RESERVED_MOUNTS_CEL}))",
+        message="a volumeMount uses a path where HyperFrame mounts its own volume ("
+        + ", ".join(RESERVED_MOUNT_PATHS)
+        + ")",
+        fix="mount it somewhere else; /dev/shm is sized by the runtime's shmSize (or the shmSize override)",
+        field_path=".volumeMounts",
+        reason="FieldValueForbidden",
+        check=_reserved_mount_problem,
+    ),
+    Rule(
+        cel="!has(self.frames.checkpoint) || self.volumeMounts.all(m, m.mountPath != self.frames.checkpoint.path "
+        "|| m.name == self.frames.checkpoint.volume)",
+        message="another volume is mounted at the checkpoint path",
+        fix="mount frames.checkpoint.volume there, or change frames.checkpoint.path",
+        field_path=".frames.checkpoint.path",
+        check=_checkpoint_mount_problem,
+    ),
+    Rule(
+        cel="has(self.procsPerNode) == has(oldSelf.procsPerNode)",
+        message="procsPerNode cannot be added or removed after creation",
+        fix="delete and re-create the job to change its shape",
+        field_path=".procsPerNode",
+        reason="FieldValueForbidden",
+    ),
+)
