@@ -4,7 +4,7 @@ Covers: both CRDs install and become Established; every example applies and the 
 defaults it exactly as the Python models do; `kubectl get hfj/hfr` shows the printer columns
 (also after a status-subresource update); every server-checkable bad manifest of
 tests/unit/api/bad_jobs.yaml is rejected with a message naming its field (create-time rules and
-the immutability transition rules); and `hyperframe render` output passes server-side dry-run,
+the immutability transition rules), and bad runtimes too; and `hyperframe render` output passes server-side dry-run,
 also when rendered from the stored job (uid, ownerReferences) as the operator does.
 """
 
@@ -222,3 +222,31 @@ def test_kubectl_errors_name_fields_not_internal_paths(kubectl: Kubectl, crds: N
     # Both problems at once, each under its field path.
     assert "spec.nodes" in result.stderr and "spec.frames.schedulePolicy" in result.stderr
     assert kubectl.run("get", "hfj", "-n", namespace, "-o", "name").stdout == ""
+
+
+RUNTIME_CASES = [
+    (
+        "unpinned-image",
+        {"spec": {"images": {"framework": "ghcr.io/hyperframe-dev/framework:latest"}}},
+        "spec.images.framework",
+    ),
+    ("rdma-on-cpu-profile", {"spec": {"pod": {"rdma": {"enabled": True}}}}, "spec.pod.rdma.enabled"),
+    ("unknown-override", {"spec": {"allowedOverrides": ["image"]}}, "spec.allowedOverrides[0]"),
+    ("shm-not-a-quantity", {"spec": {"pod": {"shmSize": "plenty"}}}, "spec.pod.shmSize"),
+    (
+        "reserved-golden-env",
+        {"spec": {"pod": {"env": [{"name": "MASTER_PORT", "value": "1"}]}}},
+        "spec.pod.env[0].name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "patch", "path"), RUNTIME_CASES, ids=[c[0] for c in RUNTIME_CASES])
+def test_bad_runtime_is_rejected_naming_the_field(
+    name: str, patch: dict[str, Any], path: str, kubectl: Kubectl, crds: None
+) -> None:
+    _job, runtime = H.example_pair("cpu-tiny.yaml")
+    runtime = H.patched(runtime, {"metadata": {"name": f"bad-{name}"}, **patch})
+    result = kubectl.run("apply", "-f", "-", input=dump_manifests([runtime]), check=False)
+    assert result.returncode != 0, f"{name} was accepted"
+    assert path in result.stderr, result.stderr
