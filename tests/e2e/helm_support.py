@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,12 +131,34 @@ class HostOperator:
                 "HYPERFRAME_METRICS_PORT": str(metrics_port),
                 "HYPERFRAME_STATUS_PORT": str(status_port),
                 "POD_ID": "host-operator",
+                "PYTHONUNBUFFERED": "1",
             }
         )
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "hyperframe.controller"], env=env, stdout=log, stderr=subprocess.STDOUT
             )
+
+    def wait_healthy(self, timeout_s: float = 90) -> None:
+        """Block until kopf's health endpoint answers, as a readiness probe would (KWOK fakes readiness)."""
+
+        def probe() -> int | None:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"the operator exited {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.health_url, timeout=2) as response:
+                    return int(response.status)
+            except OSError:
+                return None
+
+        poll(
+            probe,
+            lambda status: status == 200,
+            timeout_s=timeout_s,
+            what="host operator /healthz",
+            interval_s=0.5,
+        )
 
     @property
     def health_url(self) -> str:
@@ -166,8 +189,11 @@ def run_test_pod_on_host(kubectl: Kubectl, namespace: str, pod_name: str, health
         kubectl.run("create", "token", pod["spec"]["serviceAccountName"], "-n", namespace).stdout.strip()
     )
     cluster = admin_cluster_entry(kubectl.kubeconfig)
-    ca_file = tmp / "ca.crt"
-    ca_file.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    if "certificate-authority-data" in cluster:
+        ca_file = tmp / "ca.crt"
+        ca_file.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    else:
+        ca_file = Path(cluster["certificate-authority"])
     env = {**os.environ, **{e["name"]: e["value"] for e in container["env"]}}
     # The Service DNS name does not resolve on this machine; the operator listens here instead.
     env.update(

@@ -8,7 +8,7 @@ cluster state, which each test states at its top:
 2. `helm template` passes a server-side dry run, for several value sets;
 3. a misspelt value fails `helm install` with a schema error and creates nothing;
 4. the ServiceAccount can do what the operator needs and cannot read Secrets or delete nodes;
-5. with `crds.keep: false`, uninstall deletes the CRDs.
+5. with `crds.keep` switched off by `helm upgrade`, uninstall deletes the CRDs.
 """
 
 from __future__ import annotations
@@ -106,6 +106,10 @@ def test_install_md_commands_work_and_the_operator_runs_a_job_with_the_charts_rb
             context = f"`{command}` exited {result.returncode}:\n{result.stdout}\n{result.stderr}"
             if operator is not None:
                 context += f"\n--- host operator log ---\n{operator.log_tail()}"
+            if (tmp_path / "helm-test-output.txt").exists():
+                context += (
+                    f"\n--- helm test script output ---\n{(tmp_path / 'helm-test-output.txt').read_text()}"
+                )
             if kubelet is not None and kubelet.errors:
                 context += f"\n--- host kubelet errors ---\n{kubelet.errors}"
             assert result.returncode == 0, context
@@ -122,6 +126,7 @@ def test_install_md_commands_work_and_the_operator_runs_a_job_with_the_charts_rb
                     log_path=tmp_path / "operator.log",
                 )
                 operator.start()
+                operator.wait_healthy()
                 kubelet = HostKubelet(kube, RELEASE_NS, tmp_path, operator)
                 kubelet.start()
             elif command.startswith("helm test"):
@@ -147,6 +152,10 @@ def test_install_md_commands_work_and_the_operator_runs_a_job_with_the_charts_rb
                 # crds.keep (the default): the API and every object of it survive.
                 wait_established(kube, ALL_CRDS)
         assert kubelet is not None and kubelet.finished_pods, "no rank-0 pod was ever Running"
+        assert operator is not None
+        log = operator.log_path.read_text()
+        # Sufficient RBAC: the operator was never refused anything along the whole lifecycle.
+        assert "Forbidden" not in log and " 403" not in log, operator.log_tail(200)
         job = kube.json("get", "hyperframejob", "cpu-tiny", "-n", "ml")
         assert job["status"]["phase"] == "Succeeded"
     finally:
@@ -167,10 +176,19 @@ def check_installed(kube: Kubectl) -> None:
     check_runtimes_match_matrix(kube)
 
 
+def without_server_defaults(installed: Any, expected: Any) -> Any:
+    """`installed` cut down to the keys of `expected`: the API server adds the schema's defaults."""
+    if isinstance(installed, dict) and isinstance(expected, dict):
+        return {k: without_server_defaults(installed[k], v) for k, v in expected.items() if k in installed}
+    return installed
+
+
 def check_runtimes_match_matrix(kube: Kubectl) -> None:
     installed = {r["metadata"]["name"]: r["spec"] for r in kube.json("get", "hyperframeruntimes")["items"]}
     expected = matrix_runtimes()
-    assert {name: installed.get(name) for name in expected} == expected
+    assert set(expected) <= set(installed)
+    for name, spec in expected.items():
+        assert without_server_defaults(installed[name], spec) == spec, name
 
 
 # --- 2. server-side dry run -----------------------------------------------------------------------
@@ -192,6 +210,9 @@ def test_template_passes_a_server_side_dry_run(
     values_file = tmp_path / "values.yaml"
     values_file.write_text(yaml.safe_dump(values))
     kube.run("create", "namespace", "dry-run", check=False)
+    # A dry run creates nothing, so the test pod's own ServiceAccount (in the same manifest)
+    # would be missing when the pod is admitted: create just that one for real.
+    kube.run("create", "serviceaccount", "dry-hyperframe-operator-test", "-n", "dry-run", check=False)
     manifest = helm.run("template", "dry", str(CHART), "-n", "dry-run", "-f", str(values_file)).stdout
     result = kube.run("apply", "--dry-run=server", "-f", "-", input=manifest, check=False)
     assert result.returncode == 0, result.stderr
@@ -228,63 +249,67 @@ def test_misspelt_value_fails_the_install_and_creates_nothing(kube: Kubectl, hel
 # --- 4. least privilege ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def installed_namespaced(kube: Kubectl, helm: Helm) -> Iterator[str]:
-    """The chart installed again (adopting the kept CRDs), watching only namespace `ml`."""
+# What the chart's ServiceAccount may do when it watches only namespace `ml`.
+CAN_I: list[tuple[str, str, str | None, bool]] = [
+    ("create", "pods", "ml", True),
+    ("patch", "hyperframejobs.hyperframe.dev --subresource=status", "ml", True),
+    ("watch", "hyperframeruntimes.hyperframe.dev", None, True),
+    ("create", "tokenreviews.authentication.k8s.io", None, True),
+    ("patch", "kopfpeerings.kopf.dev", "ml", True),
+    ("list", "nodes", None, True),
+    ("get", "secrets", "ml", False),
+    ("list", "secrets", RELEASE_NS, False),
+    ("delete", "nodes", None, False),
+    ("create", "pods", "kube-system", False),
+    ("create", "pods", "default", False),
+    ("create", "hyperframeruntimes.hyperframe.dev", None, False),
+    ("update", "hyperframejobs.hyperframe.dev", "ml", False),
+    ("patch", "clusterkopfpeerings.kopf.dev", None, False),
+    ("create", "podgroups.scheduling.volcano.sh", "ml", False),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, False),
+]
+
+
+def test_service_account_can_only_do_what_the_operator_needs(kube: Kubectl, helm: Helm) -> None:
+    # Test 1 left the CRDs (kept) behind; this release adopts them (same name and namespace).
     helm.run("install", RELEASE, str(CHART), "-n", RELEASE_NS, "--set", "watchNamespaces={ml}", "--wait")
-    yield f"system:serviceaccount:{RELEASE_NS}:{RELEASE}"
-    helm.run("uninstall", RELEASE, "-n", RELEASE_NS, "--wait")
-
-
-@pytest.mark.parametrize(
-    ("verb", "resource", "namespace", "allowed"),
-    [
-        ("create", "pods", "ml", True),
-        ("patch", "hyperframejobs.hyperframe.dev --subresource=status", "ml", True),
-        ("watch", "hyperframeruntimes.hyperframe.dev", None, True),
-        ("create", "tokenreviews.authentication.k8s.io", None, True),
-        ("patch", "kopfpeerings.kopf.dev", "ml", True),
-        ("list", "nodes", None, True),
-        ("get", "secrets", "ml", False),
-        ("list", "secrets", RELEASE_NS, False),
-        ("delete", "nodes", None, False),
-        ("create", "pods", "kube-system", False),
-        ("create", "hyperframeruntimes.hyperframe.dev", None, False),
-        ("update", "hyperframejobs.hyperframe.dev", "ml", False),
-        ("patch", "clusterkopfpeerings.kopf.dev", None, False),
-        ("create", "podgroups.scheduling.volcano.sh", "ml", False),
-        ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, False),
-    ],
-)
-def test_service_account_can_only_do_what_the_operator_needs(
-    kube: Kubectl, installed_namespaced: str, verb: str, resource: str, namespace: str | None, allowed: bool
-) -> None:
-    ns = ["-n", namespace] if namespace else []
-    result = kube.run(
-        "auth", "can-i", verb, *resource.split(), *ns, f"--as={installed_namespaced}", check=False
-    )
-    assert result.stdout.strip() == ("yes" if allowed else "no"), (
-        f"can-i {verb} {resource} {ns}: {result.stdout}{result.stderr}"
-    )
+    user = f"--as=system:serviceaccount:{RELEASE_NS}:{RELEASE}"
+    wrong = []
+    try:
+        for verb, resource, namespace, allowed in CAN_I:
+            ns = ["-n", namespace] if namespace else []
+            result = kube.run("auth", "can-i", verb, *resource.split(), *ns, user, check=False)
+            if result.stdout.strip() != ("yes" if allowed else "no"):
+                wrong.append(f"can-i {verb} {resource} {ns}: {result.stdout.strip()} {result.stderr.strip()}")
+    finally:
+        helm.run("uninstall", RELEASE, "-n", RELEASE_NS, "--wait")
+    assert wrong == []
 
 
 # --- 5. crds.keep: false ----------------------------------------------------------------------------
 
 
-def test_without_keep_uninstall_deletes_the_crds(kube: Kubectl, helm: Helm) -> None:
+def test_keep_switched_off_by_upgrade_makes_uninstall_delete_the_crds(kube: Kubectl, helm: Helm) -> None:
+    # Install again, adopting the kept CRDs; then turn crds.keep off the way a user would.
+    helm.run("install", RELEASE, str(CHART), "-n", RELEASE_NS, "--set", "tests.enabled=false", "--wait")
+    kube.run("get", "hyperframeruntimes", "cpu")
     helm.run(
-        "install",
+        "upgrade",
         RELEASE,
         str(CHART),
         "-n",
         RELEASE_NS,
+        "--reuse-values",
         "--set",
         "crds.keep=false",
-        "--set",
-        "tests.enabled=false",
+        "--wait",
     )
-    for crd in kube.json("get", "crd", *HYPERFRAME_CRDS)["items"]:
-        assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
+    for crd in kube.json("get", "crd", *ALL_CRDS)["items"]:
+        assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {}), crd["metadata"][
+            "name"
+        ]
     helm.run("uninstall", RELEASE, "-n", RELEASE_NS, "--wait")
     for crd in ALL_CRDS:
         wait_gone(kube, "crd", crd)
+    # Deleting the CRDs deleted every object of their kinds, as values.yaml warns.
+    assert kube.run("api-resources", "--api-group=hyperframe.dev", "-o", "name").stdout.strip() == ""
