@@ -57,7 +57,7 @@ def wait_phase(kubectl: Kubectl, namespace: str, name: str, phase: str) -> dict[
     return poll(
         lambda: get_pod(kubectl, namespace, name),
         lambda pod: pod.get("status", {}).get("phase") == phase,
-        timeout_s=30,
+        timeout_s=90,
         what=f"pod {namespace}/{name} phase {phase}",
     )
 
@@ -68,11 +68,14 @@ def terminated(status: dict[str, Any], key: str, container: str) -> dict[str, An
     return state
 
 
-def test_nodes_advertise_eight_gpus_rdma_and_the_gpu_taint(kubectl: Kubectl) -> None:
+def test_nodes_advertise_eight_gpus_rdma_and_the_gpu_taint(
+    local_cluster: LocalCluster, kubectl: Kubectl
+) -> None:
     listing = kubectl.run("get", "nodes", "-l", GPU_NODES_SELECTOR).stdout
     nodes = kubectl.json("get", "nodes", "-l", GPU_NODES_SELECTOR)["items"]
 
-    assert sorted(n["metadata"]["name"] for n in nodes) == [sim.gpu_node_name(i) for i in range(4)]
+    expected = [sim.gpu_node_name(i) for i in range(local_cluster.config.gpu_nodes)]
+    assert sorted(n["metadata"]["name"] for n in nodes) == expected
     for node in nodes:
         assert node["metadata"]["name"] in listing
         allocatable = node["status"]["allocatable"]
@@ -114,7 +117,7 @@ def test_pod_with_nine_gpus_stays_pending_with_insufficient_gpu(kubectl: Kubectl
     messages = poll(
         lambda: _failed_scheduling_messages(kubectl, namespace, "too-big"),
         lambda found: any("Insufficient nvidia.com/gpu" in m for m in found),
-        timeout_s=30,
+        timeout_s=90,
         what="a FailedScheduling event naming Insufficient nvidia.com/gpu",
     )
 
@@ -130,7 +133,7 @@ def test_gpu_pod_without_the_toleration_is_not_scheduled(kubectl: Kubectl, names
     poll(
         lambda: _failed_scheduling_messages(kubectl, namespace, "no-toleration"),
         lambda found: any("untolerated taint" in m and sim.GPU_TAINT_KEY in m for m in found),
-        timeout_s=30,
+        timeout_s=90,
         what="a FailedScheduling event naming the untolerated GPU taint",
     )
 
@@ -148,7 +151,7 @@ def test_deleting_an_owner_garbage_collects_its_pods(kubectl: Kubectl, namespace
     remaining = poll(
         lambda: [p["metadata"]["name"] for p in kubectl.json("get", "pods", "-n", namespace)["items"]],
         lambda names: not any(n.startswith("dependent-") for n in names),
-        timeout_s=60,
+        timeout_s=90,
         what="the garbage collector to delete the owner's pods",
     )
     assert remaining == ["bystander"]
@@ -212,9 +215,13 @@ def test_init_container_fails_with_the_chosen_exit_code_and_message(kubectl: Kub
     assert "running" not in pod["status"]["containerStatuses"][0]["state"]
 
 
+def last_gpu_node(cluster: LocalCluster) -> str:
+    return sim.gpu_node_name(cluster.config.gpu_nodes - 1)
+
+
 @pytest.fixture
-def bad_node(kubectl: Kubectl) -> Iterator[str]:
-    node = sim.gpu_node_name(3)
+def bad_node(local_cluster: LocalCluster, kubectl: Kubectl) -> Iterator[str]:
+    node = last_gpu_node(local_cluster)
     faults.fail_init_containers_on_node(kubectl, node, exit_code=1, message="GPU 5: XID 79, fell off the bus")
     yield node
     faults.clear_node_faults(kubectl, node)
@@ -226,7 +233,7 @@ def test_pods_on_a_bad_node_fail_their_gate_without_pod_annotations(
     kubectl.apply(
         [
             make_pod("on-bad-node", init=True, node=bad_node),
-            make_pod("on-good-node", init=True, node="hf-gpu-0"),
+            make_pod("on-good-node", init=True, node=sim.gpu_node_name(0)),
         ],
         namespace=namespace,
     )
@@ -248,8 +255,8 @@ def _node_ready(kubectl: Kubectl, node: str) -> dict[str, Any]:
     }
 
 
-def test_node_can_be_made_not_ready_and_recover(kubectl: Kubectl) -> None:
-    node = sim.gpu_node_name(2)
+def test_node_can_be_made_not_ready_and_recover(local_cluster: LocalCluster, kubectl: Kubectl) -> None:
+    node = last_gpu_node(local_cluster)
     faults.set_node_not_ready(kubectl, node, "GPU XID 48: double-bit ECC error")
     try:
         state = poll(
@@ -258,7 +265,7 @@ def test_node_can_be_made_not_ready_and_recover(kubectl: Kubectl) -> None:
                 s["status"] == "False"
                 and any(t["key"] == "node.kubernetes.io/not-ready" for t in s["taints"])
             ),
-            timeout_s=30,
+            timeout_s=90,
             what=f"{node} NotReady and tainted by the node lifecycle controller",
         )
         assert state["message"] == "GPU XID 48: double-bit ECC error"
@@ -269,7 +276,7 @@ def test_node_can_be_made_not_ready_and_recover(kubectl: Kubectl) -> None:
         lambda s: (
             s["status"] == "True" and not any(t["key"].startswith("node.kubernetes.io/") for t in s["taints"])
         ),
-        timeout_s=30,
+        timeout_s=90,
         what=f"{node} Ready again and untainted",
     )
 

@@ -23,6 +23,7 @@ from typing import Final
 __all__ = [
     "COMPONENTS",
     "ENV_GPU_NODES",
+    "ENV_START_TIMEOUT",
     "ClusterConfig",
     "Ports",
     "free_ports",
@@ -32,6 +33,7 @@ __all__ = [
 COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 ENV_GPU_NODES: Final = "HYPERFRAME_CLUSTER_GPU_NODES"
+ENV_START_TIMEOUT: Final = "HYPERFRAME_CLUSTER_START_TIMEOUT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +89,30 @@ class ClusterConfig:
 
     @classmethod
     def from_env(cls, state_dir: Path, **overrides: object) -> ClusterConfig:
-        """Defaults, with the GPU node count from $HYPERFRAME_CLUSTER_GPU_NODES if set."""
-        raw = os.environ.get(ENV_GPU_NODES)
-        if raw is not None and "gpu_nodes" not in overrides:
+        """Defaults, overridden by $HYPERFRAME_CLUSTER_GPU_NODES and $HYPERFRAME_CLUSTER_START_TIMEOUT."""
+        for env, key, kind in (
+            (ENV_GPU_NODES, "gpu_nodes", int),
+            (ENV_START_TIMEOUT, "start_timeout_s", float),
+        ):
+            raw = os.environ.get(env)
+            if raw is None or key in overrides:
+                continue
             try:
-                overrides["gpu_nodes"] = int(raw)
+                overrides[key] = kind(raw)
             except ValueError:
-                raise ValueError(f"{ENV_GPU_NODES}={raw!r}: expected a whole number of nodes") from None
+                raise ValueError(f"{env}={raw!r}: expected a number") from None
         return cls(state_dir=state_dir, **overrides)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_state(cls, state_dir: Path) -> ClusterConfig:
+        """The settings recorded by the cluster running in `state_dir` (defaults if none is recorded)."""
+        try:
+            data = json.loads((state_dir / "state.json").read_text())
+            return cls(
+                state_dir=state_dir, gpu_nodes=int(data["gpu_nodes"]), system_nodes=int(data["system_nodes"])
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return cls(state_dir=state_dir)
 
     @property
     def service_ip(self) -> str:

@@ -68,7 +68,7 @@ def _sweep_stale_sessions(root: Path) -> None:
 @pytest.fixture(scope="session")
 def local_cluster() -> Iterator[LocalCluster]:
     if os.environ.get(ENV_USE_RUNNING_CLUSTER) == "1":
-        cluster = LocalCluster(ClusterConfig(state_dir=paths.cluster_dir()))
+        cluster = LocalCluster(ClusterConfig.from_state(paths.cluster_dir()))
         if not cluster.is_up():
             pytest.fail(
                 f"{ENV_USE_RUNNING_CLUSTER}=1 but no cluster is up in {paths.cluster_dir()}; "
