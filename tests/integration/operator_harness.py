@@ -8,6 +8,7 @@ shipped examples, so the tests exercise the same manifests users apply.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
 import subprocess
@@ -154,9 +155,9 @@ def gpu_job(
 def status(kubectl: Kubectl, namespace: str, name: str) -> dict[str, Any]:
     result = kubectl.run("get", "hyperframejob", name, "-n", namespace, "-o", "json", check=False)
     if result.returncode != 0:
-        return {"_absent": True}
-    import json
-
+        if "NotFound" in result.stderr:
+            return {"_absent": True}
+        raise RuntimeError(f"kubectl get hyperframejob {namespace}/{name}: {result.stderr.strip()}")
     return dict(json.loads(result.stdout).get("status") or {})
 
 

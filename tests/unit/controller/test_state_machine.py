@@ -285,3 +285,32 @@ def test_old_generation_pods_are_deleted_never_adopted() -> None:
     plan = run(job(), status, [Pod(0, 1).on("n1").running().obj(), Pod(0, 2).on("n2").obj()])
     assert deleted(plan) == {"j-g1-0"}
     assert plan.create_ranks == ()  # waits for the old pod to go before completing the new gang
+
+
+def test_invalid_spec_fails_once_with_every_field_error_and_cleans_pods() -> None:
+    from hyperframe.api.errors import FieldError, SpecError
+    from hyperframe.controller.state_machine import invalid
+
+    error = SpecError(
+        [FieldError("spec.nodes", "0 is < 1", "use at least 1 node"), FieldError("spec.x", "y", "z")]
+    )
+    plan = invalid(1, JobStatus(), [Pod(0).on("n1").running().obj()], error, T0)
+    assert plan.status.phase == Phase.FAILED
+    failed = plan.status.condition(C.FAILED)
+    assert failed is not None and failed.reason == "InvalidSpec"
+    assert "spec.nodes: 0 is < 1: use at least 1 node; spec.x" in failed.message
+    assert deleted(plan) == {"j-g0-0"}
+    again = invalid(1, plan.status, [], error, at(5))
+    assert again.status.to_patch(plan.status.to_dict()) == {} and again.events == ()
+
+
+def test_hold_keeps_the_plan_but_creates_nothing_and_tells_once() -> None:
+    from hyperframe.controller.state_machine import hold
+
+    first = run(job(), JobStatus())
+    held = hold(first, "RuntimeNotFound", "spec.runtimeRef.name: not found", recheck_after=15)
+    assert held.create_ranks == () and held.requeue_after == 15
+    assert held.status.message == "spec.runtimeRef.name: not found"
+    assert "RuntimeNotFound" in reasons(held)
+    again = hold(run(job(), held.status, now_s=15), "RuntimeNotFound", held.status.message, recheck_after=15)
+    assert "RuntimeNotFound" not in reasons(again)

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,6 +75,7 @@ class Reconciler:
             terminating_grace_seconds=config.terminating_grace_seconds,
         )
         self._runtimes: dict[str, tuple[float, dict[str, Any] | None]] = {}
+        self._render_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="render")
 
     async def __call__(self, key: JobKey) -> float | None:
         started = time.perf_counter()
@@ -120,7 +122,10 @@ class Reconciler:
                 plan = hold(plan, "RuntimeNotFound", message, recheck_after=_HOLD_RECHECK_SECONDS)
             else:
                 try:
-                    objects = self._render(body, runtime, plan)
+                    # Rendering is CPU-bound (templates + YAML): off the event loop, so watches and
+                    # API replies keep flowing while a big gang renders.
+                    loop = asyncio.get_running_loop()
+                    objects = await loop.run_in_executor(self._render_pool, self._render, body, runtime, plan)
                 except SpecError as exc:
                     plan = invalid(facts.generation, stored, self._caches.pods_of(key), exc, now)
         return await self._apply(key, body, stored, plan, objects)
