@@ -24,11 +24,14 @@ _ENV = jinja2.Environment(
 )
 _ENV.filters["j"] = lambda value: json.dumps(value, ensure_ascii=False)
 
+# libyaml's loader is ~10x faster than the pure-Python one; a 1000-node job renders 1000 pods.
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 def render_template(template: str, /, **values: Any) -> dict[str, Any]:
     """Render one template and parse the YAML back into an object."""
     text = _ENV.get_template(template).render(**values)
-    obj = yaml.safe_load(text)
+    obj = yaml.load(text, Loader=_LOADER)
     if not isinstance(obj, dict):
         raise TypeError(f"template {template} did not produce a mapping")
     return obj

@@ -10,7 +10,10 @@ import yaml
 __all__ = ["dump_manifests"]
 
 
-class _Dumper(yaml.SafeDumper):
+_BASE: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_BASE):  # type: ignore[valid-type,misc]
     """SafeDumper that writes multi-line strings (the job.json ConfigMap) as literal blocks."""
 
 
