@@ -7,7 +7,8 @@ importing torch dominates on a small CI machine) and runs each case on them:
   gradients are gathered and rank 0 saves ``OUT_DIR/<name>.pt`` ({param name: grad}, losses).
 - ``train``: ``FrameLoop`` over the config's frames; rank 0 saves the per-frame losses and the
   order digest each frame ran (``OUT_DIR/<name>.json``). ``"replan_to"`` optionally swaps in a
-  plan made from given costs before the frame of that index.
+  plan made from given costs before the frame of that index; ``"copy_snapshot"`` first copies an
+  earlier case's snapshot directory into this case's checkpoint dir (a resume).
 
 The parent (pytest) compares the results with a single-process reference.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
 import traceback
@@ -60,6 +62,11 @@ def _grad_case(case: dict[str, Any], out: Path) -> None:
 
 def _train_case(case: dict[str, Any], out: Path) -> None:
     config = TrainConfig.from_dict(case["config"])
+    if case.get("copy_snapshot") and dist.get_rank() == 0:
+        # Keep only one snapshot of an earlier case: "the job was interrupted after that frame".
+        source = Path(case["copy_snapshot"])
+        shutil.copytree(source, Path(config.checkpoint_dir) / source.name)
+    dist.barrier()
     loop = FrameLoop(config)
     start = loop.frames_done
     losses: list[float] = []

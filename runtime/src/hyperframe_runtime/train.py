@@ -1,0 +1,93 @@
+"""``hyperframe-train``: the per-rank training entry point that torchrun starts.
+
+    torchrun --nproc-per-node 2 -m hyperframe_runtime.train --config train.json
+    hyperframe-train --config train.json          # the same, as torchrun's program
+
+torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. The config file is a
+:class:`~hyperframe_runtime.config.TrainConfig` JSON object. Exit status: 0 when every frame ran,
+2 for a configuration error (message names the field), 1 for anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.pipeline.frame_loop import train
+
+__all__ = ["main"]
+
+log = logging.getLogger("hyperframe.train")
+
+EXIT_CONFIG = 2
+_PG_TIMEOUT = timedelta(minutes=10)
+
+
+def _env_int(name: str) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        raise ValueError(
+            f"{name} is not set; start hyperframe-train with torchrun (it sets RANK, WORLD_SIZE, LOCAL_RANK)"
+        )
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not an integer") from None
+
+
+def _device(config: TrainConfig, local_rank: int) -> torch.device:
+    if config.device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError(
+            "device: 'cuda' but no CUDA device is visible; use device 'cpu' or run on a GPU node"
+        )
+    if local_rank >= torch.cuda.device_count():
+        raise ValueError(
+            f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} CUDA devices are visible; "
+            "start one rank per GPU"
+        )
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hyperframe-train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="training-config JSON file (TrainConfig)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        config = TrainConfig.load(args.config)
+        rank, world_size, local_rank = _env_int("RANK"), _env_int("WORLD_SIZE"), _env_int("LOCAL_RANK")
+        config.check_world_size(world_size)
+        device = _device(config, local_rank)
+    except (OSError, ValueError) as exc:
+        print(f"hyperframe-train: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    dist.init_process_group(
+        config.resolved_backend(),
+        rank=rank,
+        world_size=world_size,
+        timeout=_PG_TIMEOUT,
+        device_id=device if device.type == "cuda" else None,
+    )
+    try:
+        result = train(config, device=device)
+        if rank == 0 and result.metrics:
+            last = result.metrics[-1]
+            log.info("done: %d frames, final loss %.4f", last.frame, last.loss)
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""TrainConfig: JSON round trip, defaults per policy, and errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+from hyperframe_runtime.config import POLICIES, TrainConfig
+
+
+def test_json_round_trip_and_derived_values() -> None:
+    config = TrainConfig(pipeline=2, data=3, n_layers=8, microbatches_per_frame=4, micro_batch_size=5)
+    assert TrainConfig.from_json(config.to_json()) == config
+    assert config.world_size == 6
+    assert config.num_stages == 4  # hyperframe defaults to the V-shape: 2 stages per rank
+    assert config.samples_per_frame == 4 * 5 * 3
+    assert config.resolved_backend() == "gloo"
+    assert TrainConfig(device="cuda").resolved_backend() == "nccl"
+
+
+@pytest.mark.parametrize(
+    ("policy", "stages_per_rank"), [("gpipe", 1), ("1f1b", 1), ("interleaved1f1b", 2), ("zbv", 2)]
+)
+def test_policy_default_stages_per_rank(policy: str, stages_per_rank: int) -> None:
+    assert policy in POLICIES
+    config = TrainConfig(policy=policy, pipeline=2, n_layers=4)  # type: ignore[arg-type]
+    assert config.effective_stages_per_rank == stages_per_rank
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"policy": "pipedream"}, "policy: 'pipedream' is not one of"),
+        ({"pipeline": 2, "n_layers": 3}, "n_layers: 3 blocks cannot be split evenly"),
+        ({"d_model": 30, "n_heads": 4}, "d_model: 30 is not a multiple of n_heads"),
+        ({"frames": 0}, "frames: 0 must be >= 1"),
+        ({"frames": True}, "frames: expected int"),
+        ({"lr": "fast"}, "lr: expected float"),
+        ({"replan_every": -1}, "replan_every: -1 must be >= 0"),
+        ({"policy": "zbv", "stages_per_rank": 1}, "stages_per_rank: policy 'zbv' needs 2"),
+        ({"policy": "interleaved1f1b", "pipeline": 2, "microbatches_per_frame": 3}, "microbatches_per_frame"),
+        ({"device": "cpu", "backend": "nccl"}, "backend: 'nccl' needs device 'cuda'"),
+        ({"model": "mymodel"}, "model: 'mymodel' must be 'gpt' or 'package.module:function'"),
+        ({"epochs": 3}, "epochs: unknown training-config key"),
+    ],
+)
+def test_invalid_values_name_the_field(raw: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        TrainConfig.from_dict(raw)
+
+
+def test_world_size_mismatch_names_both_sides() -> None:
+    config = TrainConfig(pipeline=2, data=2, n_layers=4)
+    with pytest.raises(ValueError, match=r"pipeline \(2\) x data \(2\) = 4, but WORLD_SIZE is 3"):
+        config.check_world_size(3)
+
+
+def test_not_json() -> None:
+    with pytest.raises(ValueError, match="not valid JSON"):
+        TrainConfig.from_json("{pipeline: 2")
