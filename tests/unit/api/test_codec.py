@@ -123,3 +123,32 @@ def test_spec_error_formatting() -> None:
     assert err.paths() == ["spec.a", "spec.b"]
     with pytest.raises(ValueError, match="at least one"):
         SpecError([])
+
+
+def test_list_length_bounds() -> None:
+    assert (
+        "has 0 items, fewer than 1"
+        in errors_of(SmokePolicy, {"ncclMessageSizes": []})["spec.ncclMessageSizes"]
+    )
+    too_many = ["1Mi"] * 17
+    assert "more than 16" in errors_of(SmokePolicy, {"ncclMessageSizes": too_many})["spec.ncclMessageSizes"]
+
+
+def test_string_length_bound() -> None:
+    errs = errors_of(EnvVar, {"name": "A" * 129})
+    assert "is 129 characters, longer than 128" in errs["spec.name"]
+
+
+def test_map_values_must_be_strings() -> None:
+    from hyperframe.api.runtime import PodDefaults
+
+    errs = errors_of(PodDefaults, {"nodeSelector": {"gpu": True}})
+    assert (
+        "spec.nodeSelector.gpu" in errs
+        and "expected a string, got boolean true" in errs["spec.nodeSelector.gpu"]
+    )
+
+
+def test_pass_through_objects_need_their_keys() -> None:
+    errs = errors_of(JobSpec, {"volumes": [{"emptyDir": {}}]})
+    assert "spec.volumes[0].name: required string field is missing: set name" in errs.values()
