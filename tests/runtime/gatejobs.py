@@ -13,10 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from hyperframe.render import render_job
 from hyperframe.smoke_report import SmokeReport
-
 from hyperframe_runtime.local_plan import LocalPlan, localize, plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +62,9 @@ def run_gates(
         if nodes is not None and node.node_rank not in nodes:
             continue
         assert node.gate is not None
-        gate = localize(node.gate, port=port, config_path=str(config), extra_env=(env or {}).get(node.node_rank, {}))
+        gate = localize(
+            node.gate, port=port, config_path=str(config), extra_env=(env or {}).get(node.node_rank, {})
+        )
         log = tmp / f"termination-{node.node_rank}.json"
         procs[node.node_rank] = (
             subprocess.Popen(

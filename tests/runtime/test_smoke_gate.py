@@ -13,10 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from hyperframe.constants import SmokeExit
-
 from gatejobs import example_plan, run_gates
+from hyperframe.constants import SmokeExit
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +41,9 @@ def test_four_ranks_on_two_nodes_pass(tmp_path: Path) -> None:
     for node, run in runs.items():
         assert run.exit_code == SmokeExit.PASS, f"node {node}:\n{run.stdout}"
         assert run.report.world_size == 4 and run.report.node_rank == node
-        assert {(d.node_rank, d.index) for d in run.report.devices} == {(n, i) for n in (0, 1) for i in (0, 1)}
+        assert {(d.node_rank, d.index) for d in run.report.devices} == {
+            (n, i) for n in (0, 1) for i in (0, 1)
+        }
         assert run.report.busbw_gbps is not None and run.report.busbw_gbps > 0
         # busbw = algbw x 2(n-1)/n with n = 4 ranks
         assert run.report.algbw_gbps is not None

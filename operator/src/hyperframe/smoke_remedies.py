@@ -40,7 +40,7 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
         id="config.missing-env",
         exit_code=SmokeExit.CONFIG,
         summary="a rendezvous variable is missing or malformed",
-        remedy="Set MASTER_ADDR, MASTER_PORT, WORLD_SIZE, NODE_RANK and NPROC_PER_NODE; the operator sets them, so do not override them in spec.env.",
+        remedy="Set MASTER_ADDR, MASTER_PORT, NODE_RANK, NPROC_PER_NODE and PET_NNODES (WORLD_SIZE counts ranks); the operator sets them, so never set them in spec.env.",
     ),
     FailureReason(
         id="config.invalid",
@@ -52,7 +52,7 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
         id="config.world-size",
         exit_code=SmokeExit.CONFIG,
         summary="the environment disagrees with the job config on the world size",
-        remedy="Make spec.nodes x spec.gpusPerNode match WORLD_SIZE x NPROC_PER_NODE; re-render the job instead of editing pod env by hand.",
+        remedy="PET_NNODES x NPROC_PER_NODE must equal WORLD_SIZE and job.json's nodes x procsPerNode; re-render the job instead of editing pod env by hand.",
     ),
     FailureReason(
         id="device.cuda-unavailable",
@@ -82,7 +82,7 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
         id="device.memory",
         exit_code=SmokeExit.FAIL,
         summary="allocating the configured fraction of device memory failed",
-        remedy="Another process holds GPU memory: check nvidia-smi on the node for stray processes, or lower the runtime's smoke memoryFraction.",
+        remedy="Another process holds GPU memory: check nvidia-smi on the node for stray processes, or lower the runtime's spec.smoke.memoryFraction.",
     ),
     FailureReason(
         id="device.bandwidth",
@@ -106,7 +106,7 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
         id="node.rdma",
         exit_code=SmokeExit.FAIL,
         summary="no InfiniBand/RDMA device visible though the runtime requests RDMA",
-        remedy="No IB device in the container: check the RDMA resource request (e.g. rdma/ib) in the runtime and the IPC_LOCK capability.",
+        remedy="No IB device in the container: check the runtime's spec.pod.rdma (resourceName, e.g. rdma/ib, and its device plugin) and the IPC_LOCK capability.",
     ),
     FailureReason(
         id="collective.rendezvous",

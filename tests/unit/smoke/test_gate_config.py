@@ -1,0 +1,173 @@
+"""Config errors of the gate and the launcher: env parsing, env vs job.json, exit 2 with the field named."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hyperframe.constants import SmokeExit
+from hyperframe.render import render_job
+from hyperframe.smoke_report import SmokeReport
+from hyperframe_runtime import launcher
+from hyperframe_runtime.jobenv import JobEnv, JobEnvError
+from hyperframe_runtime.local_plan import plan
+from hyperframe_runtime.smoke import cli
+from hyperframe_runtime.smoke.probe import SimulatedProbe, SkippedProbe, select_probe
+from hyperframe_runtime.smoke.settings import gate_config, split_timeout
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _rendered(name: str = "cpu-2node") -> tuple[str, dict[str, str]]:
+    docs = list(yaml.safe_load_all((REPO / "examples" / f"{name}.yaml").read_text()))
+    job = next(d for d in docs if d["kind"] == "HyperFrameJob")
+    runtime = next(d for d in docs if d["kind"] == "HyperFrameRuntime")
+    local = plan(render_job(copy.deepcopy(job), copy.deepcopy(runtime)))
+    gate = local.nodes[1].gate
+    assert gate is not None
+    return local.job_json, dict(gate.env)
+
+
+def test_env_of_a_rendered_pod_parses() -> None:
+    _, env = _rendered()
+    parsed = JobEnv.from_env(env)
+    assert (parsed.nnodes, parsed.node_rank, parsed.nproc_per_node, parsed.world_size) == (2, 1, 2, 4)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "fragment"),
+    [
+        (
+            {"NODE_RANK": None, "PET_NODE_RANK": None},
+            "config.missing-env",
+            "NODE_RANK / PET_NODE_RANK: not set",
+        ),
+        (
+            {"MASTER_PORT": "http", "PET_MASTER_PORT": None},
+            "config.missing-env",
+            "MASTER_PORT: 'http' is not an integer",
+        ),
+        (
+            {"WORLD_SIZE": "3"},
+            "config.world-size",
+            "WORLD_SIZE: 3, but PET_NNODES (2) x NPROC_PER_NODE (2) = 4",
+        ),
+        ({"NODE_RANK": "2"}, "config.world-size", "NODE_RANK: 2 is outside 0..1"),
+    ],
+)
+def test_bad_env_is_a_config_error_naming_the_variable(
+    change: dict[str, str | None], reason: str, fragment: str
+) -> None:
+    _, env = _rendered()
+    for key, value in change.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    with pytest.raises(JobEnvError) as err:
+        JobEnv.from_env(env)
+    assert err.value.reason_id == reason
+    assert fragment in str(err.value)
+
+
+def test_env_that_disagrees_with_job_json_is_rejected() -> None:
+    job_json, env = _rendered()
+    from hyperframe.api.resolved import ResolvedJobConfig
+
+    job = ResolvedJobConfig.from_json(job_json)
+    env.update({"PET_NNODES": "4", "NODE_RANK": "1", "WORLD_SIZE": "8"})
+    with pytest.raises(JobEnvError, match=r"PET_NNODES: 4 nodes in the env, but job.json says nodes=2"):
+        gate_config(job, JobEnv.from_env(env), node_name="n")
+
+
+def _run_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], job_json: str
+) -> tuple[int, SmokeReport]:
+    config = tmp_path / "job.json"
+    config.write_text(job_json)
+    log = tmp_path / "termination-log"
+    for key in [*list(env), "MASTER_ADDR", "NODE_RANK", "PET_NODE_RANK", "WORLD_SIZE"]:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    code = cli.main(["--config", str(config), "--termination-log", str(log)])
+    return code, SmokeReport.from_termination_message(log.read_text())
+
+
+def test_cli_missing_env_exits_2_with_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job_json, env = _rendered()
+    del env["NODE_RANK"], env["PET_NODE_RANK"]
+    code, report = _run_cli(tmp_path, monkeypatch, env, job_json)
+    assert code == SmokeExit.CONFIG == report.exit_code
+    assert report.failed_check == "config.missing-env" and "NODE_RANK" in report.reason
+    assert report.remedy
+
+
+def test_cli_wrong_world_size_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    job_json, env = _rendered()
+    env["WORLD_SIZE"] = "6"
+    code, report = _run_cli(tmp_path, monkeypatch, env, job_json)
+    assert code == SmokeExit.CONFIG
+    assert report.failed_check == "config.world-size" and "WORLD_SIZE: 6" in report.reason
+
+
+def test_cli_unreadable_config_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, env = _rendered()
+    code, report = _run_cli(tmp_path, monkeypatch, env, '{"nodes": "two"}')
+    assert code == SmokeExit.CONFIG
+    assert report.failed_check == "config.invalid" and "job.json" in report.reason
+
+
+def test_launcher_config_errors_exit_2_and_write_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_json, env = _rendered()
+    config = tmp_path / "job.json"
+    config.write_text(job_json)
+    log = tmp_path / "termination-log"
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("NPROC_PER_NODE", "3")
+    monkeypatch.setenv("WORLD_SIZE", "6")
+    assert launcher.main(["--config", str(config), "--termination-log", str(log)]) == 2
+    result = json.loads(log.read_text())
+    assert result["ok"] is False and "NPROC_PER_NODE: 3" in result["reason"]
+
+
+def test_launcher_maps_the_job_onto_the_trainer_config() -> None:
+    job_json, env = _rendered()
+    from hyperframe.api.resolved import ResolvedJobConfig
+
+    job = ResolvedJobConfig.from_json(job_json)
+    config = launcher.train_config(job)
+    assert (config.pipeline, config.data, config.policy, config.frames) == (2, 2, "1f1b", 3)
+    assert (config.d_model, config.n_layers, config.device, config.backend) == (64, 4, "cpu", "gloo")
+    args = launcher.torchrun_args(job, JobEnv.from_env(env), "/tmp/t.json")
+    assert "--node-rank=1" in args and "--nnodes=2" in args and "--max-restarts=0" in args
+    assert args[-4:] == ["--module", "hyperframe_runtime.train", "--config", "/tmp/t.json"]
+
+
+def test_timeout_split_stays_within_the_gate_limit() -> None:
+    for total in (10, 60, 120, 300, 3600):
+        rendezvous, step = split_timeout(total, 2, 900)
+        assert rendezvous > 0 and 5 <= step <= 60
+        assert rendezvous + 6 * step <= max(total, 7 * step) + 1e-9
+
+
+def test_probe_selection_and_simulation_hook() -> None:
+    job_json, env = _rendered()
+    from hyperframe.api.resolved import ResolvedJobConfig
+
+    config = gate_config(ResolvedJobConfig.from_json(job_json), JobEnv.from_env(env), node_name="n")
+    assert select_probe(config, {}) == SkippedProbe()
+    probe = select_probe(config, {"HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE": "1"})
+    assert probe == SimulatedProbe(frozenset({1}))
+    outcome = probe.check(1, config)
+    assert outcome.failure is not None and outcome.failure.reason_id == "device.count"
+    assert "device 1 is not visible" in outcome.failure.message
+    assert probe.check(0, config).failure is None
+    with pytest.raises(JobEnvError, match="comma-separated device indices"):
+        select_probe(config, {"HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE": "gpu1"})

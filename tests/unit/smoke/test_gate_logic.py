@@ -1,0 +1,131 @@
+"""Pure parts of the gate: busbw, naming of ranks, which failure wins, host checks, the table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hyperframe.constants import SmokeExit
+from hyperframe.smoke_report import DeviceFigures
+from hyperframe_runtime.smoke.collective import bus_bandwidth
+from hyperframe_runtime.smoke.config import GateConfig, GateConfigError
+from hyperframe_runtime.smoke.host_checks import check_host
+from hyperframe_runtime.smoke.outcome import AllReduceFigure, Failure, RankRecord, rank_ranges
+from hyperframe_runtime.smoke.summary import build_report
+from hyperframe_runtime.smoke.table import format_table
+
+
+def _config(**fields: object) -> GateConfig:
+    base: dict[str, object] = {
+        "master_addr": "127.0.0.1",
+        "master_port": 29500,
+        "nnodes": 2,
+        "node_rank": 0,
+        "nproc_per_node": 2,
+        "node_name": "node-a",
+    }
+    base.update(fields)
+    return GateConfig(**base)  # type: ignore[arg-type]
+
+
+def _record(rank: int, *, failure: Failure | None = None, busbw: float | None = None) -> RankRecord:
+    figures = ()
+    if busbw is not None:
+        figures = (
+            AllReduceFigure(size_bytes=1 << 20, seconds=0.01, algbw_gbps=busbw / 1.5, busbw_gbps=busbw),
+        )
+    return RankRecord(
+        rank=rank,
+        node_rank=rank // 2,
+        node=f"node-{rank // 2}",
+        device=DeviceFigures(index=rank % 2, name="cpu", ok=failure is None, node_rank=rank // 2),
+        failure=failure,
+        allreduce=figures,
+    )
+
+
+@pytest.mark.parametrize(("n", "factor"), [(1, 0.0), (2, 1.0), (4, 1.5), (8, 1.75), (512, 2 * 511 / 512)])
+def test_busbw_is_nccl_tests_definition(n: int, factor: float) -> None:
+    assert bus_bandwidth(10.0, n) == pytest.approx(10.0 * factor)
+
+
+def test_rank_ranges_names_many_ranks_briefly() -> None:
+    assert rank_ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
+    assert rank_ranges([3]) == "3"
+    assert rank_ranges([]) == "none"
+
+
+def test_pass_report_carries_job_devices_and_busbw() -> None:
+    own = [_record(0, busbw=3.0), _record(1, busbw=3.0)]
+    job = [*own, _record(2), _record(3)]
+    report = build_report(_config(), own=own, job=job, agent_failure=None, duration_s=1.5)
+    assert report.ok and report.exit_code == SmokeExit.PASS
+    assert report.busbw_gbps == 3.0 and report.algbw_gbps == pytest.approx(2.0)
+    assert [(d.node_rank, d.index) for d in report.devices] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_a_device_failure_elsewhere_beats_this_nodes_collective_failure() -> None:
+    device = Failure(
+        reason_id="device.count", message="node 1 device 1 is not visible", suspect_node_ranks=(1,)
+    )
+    own = [_record(0, failure=Failure(reason_id="collective.timeout", message="all-reduce hung"))]
+    report = build_report(
+        _config(), own=own, job=[*own, _record(3, failure=device)], agent_failure=None, duration_s=1
+    )
+    assert report.failed_check == "device.count" and report.suspect_node_ranks == [1]
+    assert report.exit_code == SmokeExit.FAIL
+
+
+def test_missing_ranks_beat_everything_but_the_agent() -> None:
+    rendezvous = Failure(
+        reason_id="collective.rendezvous",
+        message="2-3 missing",
+        missing_ranks=(2, 3),
+        suspect_node_ranks=(1,),
+    )
+    own = [_record(0, failure=rendezvous)]
+    report = build_report(_config(), own=own, job=own, agent_failure=None, duration_s=1)
+    assert report.exit_code == SmokeExit.TIMEOUT and report.missing_ranks == [2, 3]
+    hung = Failure(reason_id="device.hang", message="rank 1 stuck in devices")
+    report = build_report(_config(), own=own, job=own, agent_failure=hung, duration_s=1)
+    assert report.failed_check == "device.hang" and report.exit_code == SmokeExit.TIMEOUT
+
+
+def test_busbw_threshold_only_when_set_and_multi_rank() -> None:
+    own = [_record(0, busbw=3.0)]
+    assert build_report(_config(min_busbw_gbps=2.0), own=own, job=own, agent_failure=None, duration_s=1).ok
+    low = build_report(_config(min_busbw_gbps=4.0), own=own, job=own, agent_failure=None, duration_s=1)
+    assert (
+        low.failed_check == "collective.busbw"
+        and "busbw 3 GB/s" in low.reason
+        and "< minimum 4 GB/s" in low.reason
+    )
+    single = _config(nnodes=1, nproc_per_node=1, min_busbw_gbps=4.0)
+    assert build_report(single, own=own, job=own, agent_failure=None, duration_s=1).ok
+
+
+def test_host_checks_shm_and_rdma(tmp_path: Path) -> None:
+    assert check_host(_config()) is None
+    failure = check_host(_config(min_shm_bytes=1 << 60), shm=tmp_path)
+    assert failure is not None and failure.reason_id == "node.shm" and "requires" in failure.message
+    failure = check_host(_config(require_rdma=True), rdma=tmp_path / "none")
+    assert failure is not None and failure.reason_id == "node.rdma" and failure.suspect_node_ranks == (0,)
+    (tmp_path / "ib").mkdir()
+    (tmp_path / "ib" / "mlx5_0").mkdir()
+    assert check_host(_config(require_rdma=True), rdma=tmp_path / "ib") is None
+
+
+def test_config_rejects_nonsense_with_the_field_named() -> None:
+    with pytest.raises(GateConfigError, match=r"NODE_RANK: 2 is outside 0\.\.1"):
+        _config(node_rank=2)
+    with pytest.raises(GateConfigError, match="backend"):
+        _config(backend="nccl")  # nccl on a cpu gate
+    with pytest.raises(GateConfigError, match="memoryFraction"):
+        _config(memory_fraction=1.5)
+
+
+def test_table_shows_verdict_reason_and_remedy() -> None:
+    failure = Failure(reason_id="node.shm", message="node 0: /dev/shm is 0.06 GiB")
+    own = [_record(0, failure=failure)]
+    text = format_table(build_report(_config(), own=own, job=own, agent_failure=None, duration_s=2), own)
+    assert "FAIL (exit 1) [node.shm]" in text and "/dev/shm is 0.06 GiB" in text and "shmSize" in text
