@@ -11,7 +11,9 @@ from __future__ import annotations
 import shutil
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -22,7 +24,6 @@ from .kube import Kubectl
 from .pki import Pki, ensure_pki
 from .probes import apiserver_context, http_ok, insecure_context
 from .process import (
-    ComponentNotReadyError,
     log_tail,
     running_pid,
     start_component,
@@ -55,7 +56,7 @@ class LocalCluster:
 
     # --- queries ----------------------------------------------------------------------------
     @property
-    def kubeconfig(self) -> Any:
+    def kubeconfig(self) -> Path:
         return self.config.kubeconfig
 
     @property
@@ -197,7 +198,7 @@ class LocalCluster:
             die_with_parent=self.config.die_with_parent,
         )
 
-    def _wait(self, component: str, what: str, ready: Any) -> None:
+    def _wait(self, component: str, what: str, ready: Callable[[], bool]) -> None:
         wait_until(
             ready,
             component=component,
@@ -258,6 +259,3 @@ class _Stopwatch:
         now = time.monotonic()
         self._report.steps[name] = now - self._last
         self._last = now
-
-
-__all__ += ["ComponentNotReadyError"]
