@@ -37,7 +37,10 @@ class Kubectl:
 
     def command(self, *args: str) -> list[str]:
         exe = self.binary or paths.kubectl()
-        return [str(exe), f"--kubeconfig={self.kubeconfig}", *args]
+        # Discovery is cached next to the kubeconfig: each cluster has a new port, and the default
+        # cache (~/.kube/cache, keyed by host:port) would collect one stale entry per test session.
+        cache = self.kubeconfig.parent / "kube-cache"
+        return [str(exe), f"--kubeconfig={self.kubeconfig}", f"--cache-dir={cache}", *args]
 
     def run(
         self, *args: str, input: str | None = None, check: bool = True
