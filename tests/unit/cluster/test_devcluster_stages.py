@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 import pytest
-from hyperframe_devcluster import faults, sim
+from hyperframe_devcluster import faults, paths, sim
 
 STAGE_TEXTS = {stage["metadata"]["name"]: stage for stage in sim.project_stages()}
 
@@ -103,3 +103,10 @@ def test_system_nodes_have_no_gpus_and_no_taint() -> None:
 
     assert sim.GPU_RESOURCE not in node["status"]["capacity"]
     assert node["spec"]["taints"] == []
+
+
+def test_docs_document_every_annotation() -> None:
+    docs = (paths.repo_root() / "docs" / "local-cluster.md").read_text()
+
+    for annotation in (*sim.POD_ANNOTATIONS, sim.ANNOTATION_NODE_NOT_READY):
+        assert f"`{annotation}" in docs, annotation
