@@ -14,22 +14,22 @@ kubelet where a container's work matters:
 from __future__ import annotations
 
 import base64
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
 from hyperframe.constants import LABEL_JOB, LABEL_RANK
 from hyperframe_devcluster import paths
-from hyperframe_devcluster.config import free_ports
 from hyperframe_devcluster.faults import finish_pod
 from hyperframe_devcluster.kube import Kubectl, poll
 
@@ -109,73 +109,43 @@ def deployment_env(kubectl: Kubectl, namespace: str, name: str) -> dict[str, str
     return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
 
 
-@dataclass
-class HostOperator:
-    """The operator process, run here with the chart's configuration and ServiceAccount identity."""
+def _integration_harness() -> ModuleType:
+    """tests/integration/operator_harness.py, which already runs the operator as a subprocess."""
+    path = REPO / "tests" / "integration" / "operator_harness.py"
+    spec = importlib.util.spec_from_file_location("operator_harness", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    kubeconfig: Path
-    env: dict[str, str]
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    health_port: int = 0
 
-    def start(self) -> None:
-        self.health_port, metrics_port, status_port = free_ports(3)
+class HostOperator(_integration_harness().OperatorProcess):  # type: ignore[misc]
+    """The integration tests' operator process, but configured exactly as the chart configures it.
+
+    Only the ports (which may be taken on this machine) and the credentials differ from the
+    Deployment's environment: `kubeconfig` holds a token of the chart's ServiceAccount.
+    """
+
+    def __init__(self, kubeconfig: Path, log_path: Path, chart_env: dict[str, str]) -> None:
+        super().__init__(kubeconfig, log_path)
+        self.chart_env = chart_env
+
+    def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HYPERFRAME_")}
-        env.update(self.env)
-        # The pod's ports may be taken on this machine; everything else is the chart's.
+        env.update(self.chart_env)
         env.update(
-            {
-                "KUBECONFIG": str(self.kubeconfig),
-                "HYPERFRAME_LIVENESS_PORT": str(self.health_port),
-                "HYPERFRAME_METRICS_PORT": str(metrics_port),
-                "HYPERFRAME_STATUS_PORT": str(status_port),
-                "POD_ID": "host-operator",
-                "PYTHONUNBUFFERED": "1",
-            }
+            KUBECONFIG=str(self.kubeconfig),
+            HYPERFRAME_LIVENESS_PORT=str(self.liveness_port),
+            HYPERFRAME_METRICS_PORT=str(self.metrics_port),
+            HYPERFRAME_STATUS_PORT=str(self.status_port),
+            POD_ID="host-operator",
+            PYTHONUNBUFFERED="1",
         )
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "hyperframe.controller"], env=env, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def wait_healthy(self, timeout_s: float = 90) -> None:
-        """Block until kopf's health endpoint answers, as a readiness probe would (KWOK fakes readiness)."""
-
-        def probe() -> int | None:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise AssertionError(f"the operator exited {self.process.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(self.health_url, timeout=2) as response:
-                    return int(response.status)
-            except OSError:
-                return None
-
-        poll(
-            probe,
-            lambda status: status == 200,
-            timeout_s=timeout_s,
-            what="host operator /healthz",
-            interval_s=0.5,
-        )
+        return env
 
     @property
     def health_url(self) -> str:
-        return f"http://127.0.0.1:{self.health_port}/healthz"
-
-    def log_tail(self, lines: int = 60) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        return f"http://127.0.0.1:{self.liveness_port}/healthz"
 
 
 def run_test_pod_on_host(kubectl: Kubectl, namespace: str, pod_name: str, health_url: str, tmp: Path) -> int:

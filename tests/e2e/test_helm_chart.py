@@ -122,11 +122,10 @@ def test_install_md_commands_work_and_the_operator_runs_a_job_with_the_charts_rb
                 # The operator's pod is simulated; run the real operator here, as the chart's SA.
                 operator = HostOperator(
                     kubeconfig=token_kubeconfig(kube, RELEASE_NS, RELEASE, tmp_path / "sa.kubeconfig"),
-                    env=deployment_env(kube, RELEASE_NS, RELEASE),
                     log_path=tmp_path / "operator.log",
+                    chart_env=deployment_env(kube, RELEASE_NS, RELEASE),
                 )
-                operator.start()
-                operator.wait_healthy()
+                operator.start()  # returns once /healthz answers, as a readiness probe would
                 kubelet = HostKubelet(kube, RELEASE_NS, tmp_path, operator)
                 kubelet.start()
             elif command.startswith("helm test"):
@@ -153,7 +152,7 @@ def test_install_md_commands_work_and_the_operator_runs_a_job_with_the_charts_rb
                 wait_established(kube, ALL_CRDS)
         assert kubelet is not None and kubelet.finished_pods, "no rank-0 pod was ever Running"
         assert operator is not None
-        log = operator.log_path.read_text()
+        log = tmp_path.joinpath("operator.log").read_text()
         # Sufficient RBAC: the operator was never refused anything along the whole lifecycle.
         assert "Forbidden" not in log and " 403" not in log, operator.log_tail(200)
         job = kube.json("get", "hyperframejob", "cpu-tiny", "-n", "ml")

@@ -5,6 +5,8 @@ The chart never holds a hand-made copy of something another part of the project 
 * ``templates/crds/*.yaml``      from ``crds/*.yaml`` (generated from the Python API models), wrapped
   in the ``crds.enabled`` switch and the ``crds.keep`` resource policy; plus kopf's peering CRDs,
   which kopf documents but does not ship (see :data:`KOPF_PEERING_CRDS`);
+* ``values.schema.json``        its ``runtimes.profiles`` entry, from the HyperFrameRuntime CRD
+  (see :mod:`schema_source`; the rest of the schema is hand-written);
 * ``files/api.yaml``            from ``hyperframe.constants`` and the CRD names in ``crds/``;
 * ``files/operator-rbac.yaml``   from ``hyperframe.controller.rbac.OPERATOR_RULES``, each rule tagged
   with its scope and the value that switches it, for ``templates/rbac/*.yaml`` to turn into roles;
@@ -35,6 +37,7 @@ CRDS_DIR: Final = REPO_ROOT / "crds"
 sys.path.insert(0, str(HACK_DIR))
 import matrix_source  # noqa: E402
 import rbac_source  # noqa: E402
+import schema_source  # noqa: E402
 
 GENERATOR: Final = "charts/hyperframe-operator/hack/generate.py"
 
@@ -178,9 +181,15 @@ def rbac_files() -> dict[str, str]:
     return {"files/operator-rbac.yaml": header(rbac_source.SOURCE) + dump_yaml({"rules": rules})}
 
 
+def schema_file() -> dict[str, str]:
+    crds = [crd for crd, _ in project_crds()]
+    return {"values.schema.json": schema_source.values_schema(CHART_DIR / "values.schema.json", crds)}
+
+
 def generate_all() -> dict[str, str]:
     """Every generated file of the chart: path relative to the chart -> content."""
     files = crd_files()
+    files.update(schema_file())
     files.update(api_file())
     files.update(rbac_files())
     files.update(matrix_source.chart_files())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -266,29 +265,35 @@ def test_default_runtimes_are_the_matrix_profiles(render: Render) -> None:
 
 
 def test_profiles_override_by_deep_merge_add_and_exclude(
-    render: Render, render_error: Callable[[dict[str, Any]], str], tmp_path: Path
+    render: Render, render_error: Callable[[dict[str, Any]], str]
 ) -> None:
     expected = matrix_runtimes()
     first, *rest = sorted(expected)
     base_spec = expected[first]["spec"]
-    some_key = next(iter(base_spec))
-    rendered = runtimes_of(
-        render(
-            {
-                "runtimes": {
-                    "exclude": rest,
-                    "profiles": {first: {"zzzAdded": {"x": 1}}, "custom": {"a": "b"}},
-                }
-            }
-        )
-    )
+    custom = {"accelerator": "cpu", "images": base_spec["images"], "versions": base_spec["versions"]}
+    values = {
+        "runtimes": {"exclude": rest, "profiles": {first: {"pod": {"shmSize": "3Gi"}}, "custom": custom}}
+    }
+    rendered = runtimes_of(render(values))
     assert set(rendered) == {first, "custom"}
-    assert rendered[first]["spec"][some_key] == base_spec[some_key]
-    assert rendered[first]["spec"]["zzzAdded"] == {"x": 1}
-    assert rendered["custom"]["spec"] == {"a": "b"}
+    merged = rendered[first]["spec"]
+    assert merged["pod"]["shmSize"] == "3Gi"
+    # Deep merge: every other key of the default profile, nested ones included, is kept.
+    assert {k: v for k, v in merged["pod"].items() if k != "shmSize"} == base_spec.get("pod", {})
+    assert {k: v for k, v in merged.items() if k != "pod"} == {
+        k: v for k, v in base_spec.items() if k != "pod"
+    }
+    assert rendered["custom"]["spec"] == custom
     assert runtimes_of(render({"runtimes": {"installDefaults": False}})) == {}
     message = render_error({"runtimes": {"exclude": ["no-such-profile"]}})
     assert '"no-such-profile" is not a default profile' in message
+
+
+def test_a_misspelt_profile_field_fails_against_the_crd_schema(
+    render_error: Callable[[dict[str, Any]], str],
+) -> None:
+    message = render_error({"runtimes": {"profiles": {"cpu": {"pod": {"shmSiz": "1Gi"}}}}})
+    assert "/runtimes/profiles/cpu/pod" in message and "shmSiz" in message
 
 
 # --- helm test --------------------------------------------------------------------------------
