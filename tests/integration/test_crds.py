@@ -234,6 +234,11 @@ RUNTIME_CASES = [
     ("unknown-override", {"spec": {"allowedOverrides": ["image"]}}, "spec.allowedOverrides[0]"),
     ("shm-not-a-quantity", {"spec": {"pod": {"shmSize": "plenty"}}}, "spec.pod.shmSize"),
     (
+        "plugins-pod-group-without-scheduler",
+        {"spec": {"gang": {"podGroup": "SchedulerPlugins"}}},
+        "spec.pod.schedulerName",
+    ),
+    (
         "reserved-golden-env",
         {"spec": {"pod": {"env": [{"name": "MASTER_PORT", "value": "1"}]}}},
         "spec.pod.env[0].name",

@@ -103,3 +103,11 @@ def test_unpinned_or_malformed_images_are_rejected(image: str) -> None:
     obj = copy.deepcopy(MINIMAL_RUNTIME)
     obj["spec"]["images"]["base"] = image
     assert paths(parse_runtime, obj) == ["spec.images.base"]
+
+
+def test_scheduler_plugins_pod_group_needs_its_scheduler() -> None:
+    obj = copy.deepcopy(MINIMAL_RUNTIME)
+    obj["spec"]["gang"] = {"podGroup": "SchedulerPlugins"}
+    assert paths(parse_runtime, obj) == ["spec.pod.schedulerName"]
+    obj["spec"]["pod"] = {"schedulerName": "scheduler-plugins-scheduler"}
+    assert parse_runtime(obj).spec.gang.pod_group == "SchedulerPlugins"

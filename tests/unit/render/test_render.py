@@ -275,7 +275,8 @@ def test_user_env_volumes_mounts_and_checkpoint_mount() -> None:
 )
 def test_podgroups_are_opt_in(pod_group: str, api_version: str) -> None:
     job, rt = pair()
-    rt = patched(rt, {"spec": {"gang": {"podGroup": pod_group}}})
+    scheduler = {"schedulerName": "scheduler-plugins-scheduler"} if pod_group == "SchedulerPlugins" else {}
+    rt = patched(rt, {"spec": {"gang": {"podGroup": pod_group}, "pod": scheduler}})
     group = render_podgroup(job, rt)
     assert group is not None
     assert group["apiVersion"] == api_version and group["kind"] == "PodGroup"
@@ -286,6 +287,7 @@ def test_podgroups_are_opt_in(pod_group: str, api_version: str) -> None:
     pod = objs[3]
     if pod_group == "SchedulerPlugins":
         assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "gpt-medium-pp4"
+        assert pod["spec"]["schedulerName"] == "scheduler-plugins-scheduler"
     else:
         assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "gpt-medium-pp4"
         assert pod["spec"]["schedulerName"] == "volcano"
