@@ -230,6 +230,16 @@ def test_metrics_service_and_optional_service_monitor(
     )
 
 
+def test_existing_service_account_must_be_named(
+    render: Render, render_error: Callable[[dict[str, Any]], str]
+) -> None:
+    message = render_error({"serviceAccount": {"create": False}})
+    assert "serviceAccount.name: is empty, but serviceAccount.create is false" in message
+    objects = operator_objects(render({"serviceAccount": {"create": False, "name": "ops"}, "rbac": {"create": False}}))
+    assert by_kind(objects, "ServiceAccount") == [] and by_kind(objects, "ClusterRole") == []
+    assert one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "ops"
+
+
 # --- naming -----------------------------------------------------------------------------------
 
 
