@@ -116,9 +116,9 @@ def test_printer_columns(kubectl: Kubectl, crds: None, namespace: str) -> None:
     out = kubectl.run("get", "hfj", "-n", namespace).stdout.splitlines()
     assert out[0].split() == ["NAME", "PHASE", "NODES", "GPUS", "FRAME", "FRAMES", "RESTARTS", "AGE"]
     assert out[1].split()[:7] == ["gpt-medium-pp4", "Running", "2", "8", "12", "2000", "1"]
-    rt = kubectl.run("get", "hfr", "cuda13").stdout.splitlines()
+    rt = kubectl.run("get", "hfr", "example-cuda13").stdout.splitlines()
     assert rt[0].split() == ["NAME", "ACCELERATOR", "TORCH", "CUDA", "NCCL", "AGE"]
-    assert rt[1].split()[:5] == ["cuda13", "nvidia-gpu", "2.13.0", "13.0.3", "2.29.7"]
+    assert rt[1].split()[:5] == ["example-cuda13", "nvidia-gpu", "2.13.0+cu130", "13.0.3", "2.29.7"]
 
 
 def test_status_schema_rejects_an_unknown_phase(kubectl: Kubectl, crds: None, namespace: str) -> None:
@@ -193,7 +193,7 @@ def test_operator_style_render_from_the_stored_job_passes_dry_run(
 ) -> None:
     kubectl.run("apply", "-n", namespace, "-f", str(H.EXAMPLES / "gpu-rdma.yaml"))
     stored = kubectl.json("get", "hfj", "llm-rdma", "-n", namespace)
-    runtime = kubectl.json("get", "hfr", "cuda13-rdma")
+    runtime = kubectl.json("get", "hfr", "example-cuda13-rdma")
     ctx = RenderContext(
         gang_generation=2, excluded_nodes=("node-x",), status_url="https://op.svc:8443/progress"
     )

@@ -50,8 +50,8 @@ def test_contents_of_the_cpu_demo() -> None:
         "timeoutSeconds": 900,
     }
     assert data["smoke"]["deviceChecks"] == [] and data["smoke"]["ncclMessageSizes"] == [65536, 1048576]
-    assert data["images"]["framework"].startswith("ghcr.io/hyperframe-dev/framework")
-    assert data["versions"] == {"torch": "2.13.0", "python": "3.12"}
+    assert data["images"]["framework"].startswith("ghcr.io/hyperframe-dev/hyperframe-framework")
+    assert data["versions"] == {"torch": "2.13.0+cpu", "python": "3.12"}
 
 
 def test_user_module_entrypoint() -> None:

@@ -39,7 +39,7 @@ def test_runtime_from_a_separate_file(tmp_path: Path, capsys: pytest.CaptureFixt
     assert code == 0 and "cpu-2node-g0-1" in out
     code, _, err = run(["render", str(job_file)], capsys)
     assert code == 1
-    assert 'spec.runtimeRef.name: HyperFrameRuntime "cpu" is not among the given documents' in err
+    assert 'spec.runtimeRef.name: HyperFrameRuntime "example-cpu" is not among the given documents' in err
 
 
 def test_generation_and_excluded_nodes(capsys: pytest.CaptureFixture[str]) -> None:

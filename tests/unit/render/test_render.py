@@ -183,7 +183,7 @@ def test_containers_smoke_gate_and_trainer() -> None:
     assert init["command"] == ["hyperframe-smoke"] and main["command"] == ["hyperframe-launch"]
     for c in (init, main):
         assert c["args"] == ["--config", f"{CONFIG_MOUNT_PATH}/{CONFIG_FILE_NAME}"]
-        assert c["image"].startswith("ghcr.io/hyperframe-dev/framework:0.1.0-cuda13@sha256:")
+        assert c["image"].startswith("ghcr.io/hyperframe-dev/hyperframe-framework:0.1.0-torch2.13.0-cu130")
         assert c["terminationMessagePath"] == TERMINATION_MESSAGE_PATH
         assert c["terminationMessagePolicy"] == "FallbackToLogsOnError"
         assert c["resources"]["limits"]["nvidia.com/gpu"] == "8"
