@@ -37,7 +37,9 @@ from hyperframe.render import render_job
 from hyperframe.smoke_report import SmokeReport
 from hyperframe_runtime.local_plan import localize, plan
 
-pytestmark = pytest.mark.slow
+# About three minutes on an idle CI-size machine; the limit leaves room for a loaded one (the
+# module fixture's install counts against the first test).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "images/install-framework.sh"
@@ -58,7 +60,7 @@ class Framework:
             capture_output=True,
             text=True,
             check=False,
-            timeout=900,
+            timeout=2000,
         )
 
 
