@@ -141,18 +141,15 @@ def _builtin(spec: JobSpec, b: BuiltinModel, errors: list[FieldError]) -> Resolv
 
 
 def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int = 0) -> Resolution:
-    """Apply the runtime's defaults and the job's allowed overrides; SpecError lists every problem."""
+    """Apply the runtime's defaults and the job's allowed overrides; SpecError lists every problem.
+
+    The runtime is the one given: callers pick it by ``spec.runtimeRef.name`` (the operator and
+    ``hyperframe render`` do), or deliberately try a job against another profile; the resolved
+    config records which one (``runtimeName``).
+    """
     spec, rt, rt_name = job.spec, runtime.spec, runtime.metadata.name
     namespace = job.metadata.namespace or DEFAULT_NAMESPACE
     errors: list[FieldError] = []
-    if spec.runtime_ref.name != rt_name:
-        errors.append(
-            FieldError(
-                "spec.runtimeRef.name",
-                f'names HyperFrameRuntime "{spec.runtime_ref.name}", but "{rt_name}" was given',
-                "pass the runtime the job names, or fix runtimeRef.name",
-            )
-        )
     if rt.accelerator == "cpu" and spec.gpus_per_node > 0:
         errors.append(
             FieldError(
