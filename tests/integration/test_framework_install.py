@@ -3,8 +3,9 @@
 images/install-framework.sh, the script Dockerfile.framework runs, installs the runtime phase by
 phase (wheels, torch, deps, app, verify) with the pins of the matrix's PyPI-served profile into
 a fresh virtualenv. Then the image's entrypoint (`hyperframe-launch --help`), the gate's
-`--help`, and the CPU smoke gate of the cpu-tiny example (rendered against the generated `cpu`
-runtime) run from that virtualenv's console scripts, as the containers would run them.
+`--help`, and the CPU smoke gate of the cpu-tiny example (whose runtime carries the images and
+versions of the generated `cpu` profile) run from that virtualenv's console scripts, as the
+containers would run them.
 
 What differs from the image, and why:
 - pip reads packages from the wheelhouse `make venv` fills (PIP_NO_INDEX + PIP_FIND_LINKS, pip's
@@ -165,13 +166,18 @@ def test_the_entrypoint_and_the_gate_answer_help(framework: Framework) -> None:
 
 
 def test_the_cpu_smoke_gate_passes_from_the_installed_layer(framework: Framework, tmp_path: Path) -> None:
-    docs = list(yaml.safe_load_all((ROOT / "examples/cpu-tiny.yaml").read_text(encoding="utf-8")))
-    job = next(d for d in docs if d and d["kind"] == "HyperFrameJob")
-    runtime = next(
+    docs = [d for d in yaml.safe_load_all((ROOT / "examples/cpu-tiny.yaml").read_text(encoding="utf-8")) if d]
+    job = next(d for d in docs if d["kind"] == "HyperFrameJob")
+    runtime = next(d for d in docs if d["kind"] == "HyperFrameRuntime")
+    # The example's runtime names the generated `cpu` profile and carries its images and versions.
+    generated = next(
         d
         for d in yaml.safe_load_all((ROOT / RUNTIMES_FILE).read_text(encoding="utf-8"))
         if d and d["metadata"]["name"] == "cpu"
     )
+    assert runtime["metadata"]["labels"]["hyperframe.dev/pin-matrix-profile"] == "cpu"
+    assert runtime["spec"]["images"] == generated["spec"]["images"]
+    assert runtime["spec"]["versions"] == generated["spec"]["versions"]
     local = plan(render_job(job, runtime))
     config = tmp_path / "job.json"
     config.write_text(local.job_json, encoding="utf-8")
