@@ -220,29 +220,31 @@ def last_gpu_node(cluster: LocalCluster) -> str:
 
 
 @pytest.fixture
-def bad_node(local_cluster: LocalCluster, kubectl: Kubectl) -> Iterator[str]:
-    node = last_gpu_node(local_cluster)
-    faults.fail_init_containers_on_node(kubectl, node, exit_code=1, message="GPU 5: XID 79, fell off the bus")
-    yield node
-    faults.clear_node_faults(kubectl, node)
+def clear_outcomes(kubectl: Kubectl) -> Iterator[None]:
+    yield
+    faults.clear_node_faults(kubectl)
 
 
-def test_pods_on_a_bad_node_fail_their_gate_without_pod_annotations(
-    kubectl: Kubectl, namespace: str, bad_node: str
+@pytest.mark.usefixtures("clear_outcomes")
+def test_node_outcomes_decide_the_gate_of_pods_nobody_annotated(
+    local_cluster: LocalCluster, kubectl: Kubectl, namespace: str
 ) -> None:
+    bad, good = last_gpu_node(local_cluster), sim.gpu_node_name(0)
+    report = json.dumps({"node": good, "result": "pass", "busbw_gbps": 401.2})
+    faults.fail_init_containers_on_node(kubectl, bad, exit_code=1, message="GPU 5: XID 79, fell off the bus")
+    faults.set_init_outcome(kubectl, good, exit_code=0, message=report)
+
     kubectl.apply(
-        [
-            make_pod("on-bad-node", init=True, node=bad_node),
-            make_pod("on-good-node", init=True, node=sim.gpu_node_name(0)),
-        ],
+        [make_pod("on-bad-node", init=True, node=bad), make_pod("on-good-node", init=True, node=good)],
         namespace=namespace,
     )
 
     failed = wait_phase(kubectl, namespace, "on-bad-node", "Failed")
-    wait_phase(kubectl, namespace, "on-good-node", "Running")
-
+    running = wait_phase(kubectl, namespace, "on-good-node", "Running")
     state = terminated(failed["status"], "initContainerStatuses", "smoke-gate")
     assert (state["exitCode"], state["message"]) == (1, "GPU 5: XID 79, fell off the bus")
+    state = terminated(running["status"], "initContainerStatuses", "smoke-gate")
+    assert (state["exitCode"], state["reason"], state["message"]) == (0, "Completed", report)
 
 
 def _node_ready(kubectl: Kubectl, node: str) -> dict[str, Any]:

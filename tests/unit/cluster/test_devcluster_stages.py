@@ -110,3 +110,14 @@ def test_docs_document_every_annotation() -> None:
 
     for annotation in (*sim.POD_ANNOTATIONS, sim.ANNOTATION_NODE_NOT_READY):
         assert f"`{annotation}" in docs, annotation
+
+
+def test_a_passing_node_outcome_is_derived_from_the_init_complete_stage() -> None:
+    stage = faults.init_outcome_stage("hf-gpu-0", exit_code=0, message='{"result": "pass"}')
+
+    assert stage["spec"]["weight"] == 1
+    assert {"key": ".spec.nodeName", "operator": "In", "values": ["hf-gpu-0"]} in _matchers(stage)
+    template = stage["spec"]["steps"][0]["patch"]["template"]
+    assert '{{ $message = "{\\"result\\": \\"pass\\"}" }}' in template
+    assert "phase: Running" in template
+    assert "$code =" not in template
