@@ -22,8 +22,9 @@ Node annotation:
 - ``sim.hyperframe.dev/not-ready: "<message>"``: the node reports Ready=False with that message
   until the annotation is removed.
 
-Pods of one node failing their smoke gate (a "bad node") are set up with
-`hyperframe_devcluster.faults.fail_init_containers_on_node`, since a pod Stage cannot read its
+How the init containers of every pod on one node end (a "bad node" failing its smoke gate, or a
+node passing with a chosen report) is set with `hyperframe_devcluster.faults.set_init_outcome`
+(or `fail_init_containers_on_node`), since a pod Stage cannot read its
 node's annotations.
 """
 
