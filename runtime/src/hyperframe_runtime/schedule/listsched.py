@@ -32,6 +32,25 @@ class Policy:
     weight_wait: float = 0.0
     """Leave the rank idle instead of starting a W when an I or F arrives within
     ``weight_wait * cost(W)``; 0 fills every gap with W."""
+    weight_first: bool = False
+    """Run a pending W before any forward (keeps memory low and the steady state regular, like
+    ZBV's F-I-W blocks); False runs W only when nothing else has arrived."""
+    period: float = 0.0
+    """0 picks ops by the kind rules above. Above 0, every op gets a due time from an ideal
+    periodic pipeline (micro-batch k enters at ``k * period * T``, T = the busiest rank's work per
+    micro-batch; each op is due at its critical-path offset after that) and a free rank runs the
+    arrived op that is due first. This interleaves new forwards with backwards like 1F1B/ZB."""
+    weight_slack: float = 1.0
+    """Due-time mode: a W is due ``weight_slack * T`` after its I (how long it may be delayed)."""
+    critical_path: bool = False
+    """Due-time mode variant: an op of micro-batch k is due at ``k * period * T - bottom level``,
+    the bottom level being the longest path from the op to the end of the frame. A free rank then
+    runs the most critical arrived op, aged by micro-batch index (``period`` 0: pure critical path).
+    W ops have the smallest bottom level, so they fill bubbles."""
+    lookahead: float = 0.0
+    """Leave the rank idle for up to ``lookahead * cost`` of the op it would run, when an op it
+    prefers (a deeper forward, or a backward) is known to arrive within that time. Non-delay list
+    scheduling cannot wait; with comm latency, waiting for the deeper op is often better."""
     memory_scale: float = 1.0
     """Fraction of the memory limit the forward admission may use (below 1 keeps ranks leaner)."""
     entry_headroom: float = 1.0
@@ -77,6 +96,63 @@ class Problem:
         self.prev_local = [_prev_local_stage(self, s) for s in range(s_count)]
         self.entry = [all(self.stage_rank[t] != self.stage_rank[s] for t in range(s)) for s in range(s_count)]
 
+    def due_times(self, policy: Policy) -> list[float]:
+        """Per-op due times of the ideal periodic pipeline (see ``Policy.period``)."""
+        n_st, m = self.num_stages, self.m
+        block = n_st * m
+        rank_work = [0.0] * self.num_ranks
+        for s in range(n_st):
+            per_mb = sum(self.cost[k * block + s * m] for k in range(len(self.kinds)))
+            rank_work[self.stage_rank[s]] += per_mb
+        period = policy.period * max(rank_work)
+        hop = [
+            self.p2p if s > 0 and self.stage_rank[s] != self.stage_rank[s - 1] else 0.0 for s in range(n_st)
+        ]
+        f_off = [0.0] * n_st
+        for s in range(1, n_st):
+            f_off[s] = f_off[s - 1] + self.cost[(s - 1) * m] + hop[s]
+        b_off = [0.0] * n_st
+        b_off[n_st - 1] = f_off[n_st - 1] + self.cost[(n_st - 1) * m]
+        for s in range(n_st - 2, -1, -1):
+            b_off[s] = b_off[s + 1] + self.cost[block + (s + 1) * m] + hop[s + 1]
+        due = [0.0] * (len(self.kinds) * block)
+        if policy.critical_path:
+            return self._critical_due(period, hop)
+        w_slack = policy.weight_slack * max(rank_work)
+        for s in range(n_st):
+            for mb in range(m):
+                base = mb * period
+                due[s * m + mb] = base + f_off[s]
+                due[block + s * m + mb] = base + b_off[s]
+                if self.split:
+                    due[2 * block + s * m + mb] = base + b_off[s] + self.cost[block + s * m] + w_slack
+        return due
+
+    def _critical_due(self, period: float, hop: list[float]) -> list[float]:
+        n_st, m = self.num_stages, self.m
+        block = n_st * m
+        c = self.cost
+        split = self.split
+        b_level = [0.0] * n_st  # I (or B) of stage s: I_s, then W_s or the gradient to s-1
+        for s in range(n_st):
+            own_w = c[2 * block + s * m] if split else 0.0
+            down = hop[s] + b_level[s - 1] if s > 0 else 0.0
+            b_level[s] = c[block + s * m] + max(own_w, down)
+        f_level = [0.0] * n_st
+        for s in range(n_st - 1, -1, -1):
+            up = hop[s + 1] + f_level[s + 1] if s < n_st - 1 else 0.0
+            f_level[s] = c[s * m] + max(up, b_level[s])
+        due = [0.0] * (len(self.kinds) * block)
+        for s in range(n_st):
+            w_level = c[2 * block + s * m] if split else 0.0
+            for mb in range(m):
+                age = mb * period
+                due[s * m + mb] = age - f_level[s]
+                due[block + s * m + mb] = age - b_level[s]
+                if split:
+                    due[2 * block + s * m + mb] = age - w_level
+        return due
+
     def op(self, kind_index: int, stage: int, mb: int) -> int:
         return (kind_index * self.num_stages + stage) * self.m + mb
 
@@ -104,6 +180,8 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
     b_sign = -1 if policy.deep_backward_first else 1
     forward_first = policy.forward_first
     weight_wait = policy.weight_wait
+    weight_first = policy.weight_first
+    due = pr.due_times(policy) if policy.period > 0 or policy.critical_path else None
     inf = float("inf")
 
     ready_at = [0.0] * total
@@ -140,6 +218,34 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
             need += reserve * headroom
         return need <= limit
 
+    def _rank_key(o: int) -> tuple[int, float, float]:
+        # The policy's preference among F and I ops (lower is preferred).
+        k, rest_o = divmod(o, block)
+        s_o, mb_o = divmod(rest_o, m)
+        if due is not None:
+            return (0, due[o], mb_key[mb_o])
+        if k == 0:
+            return (0 if forward_first else 1, f_sign * s_o, mb_key[mb_o])
+        return (1 if forward_first else 0, b_sign * s_o, mb_key[mb_o])
+
+    def _better_arrival(chosen_op: int, window: float) -> float:
+        """Earliest arrival within the window of an op the policy prefers over ``chosen_op``."""
+        mine = _rank_key(chosen_op)
+        best_t = inf
+        for o in bwd[r]:
+            if t + _EPS < ready_at[o] <= window and ready_at[o] < best_t and _rank_key(o) < mine:
+                best_t = ready_at[o]
+        for o in fwd[r]:
+            if (
+                t + _EPS < ready_at[o] <= window
+                and ready_at[o] < best_t
+                and _rank_key(o) < mine
+                and admissible(o // m, r)
+            ):
+                best_t = ready_at[o]
+        return best_t
+
+    lookahead = policy.lookahead
     done = 0
     last_end = 0.0
     while events:
@@ -154,7 +260,7 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
         nxt = inf
         for o in bwd[r]:
             if ready_at[o] <= horizon:
-                key = (b_sign * ((o - block) // m), mb_key[o % m])
+                key = (due[o] if due else b_sign * ((o - block) // m), mb_key[o % m])
                 if best_b is None or key < best_b[0]:
                     best_b = (key, o)
             elif ready_at[o] < nxt:
@@ -162,12 +268,12 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
         f_cands = []
         for o in fwd[r]:
             if ready_at[o] <= horizon:
-                f_cands.append((f_sign * (o // m), mb_key[o % m], o))
+                f_cands.append((due[o] if due else f_sign * (o // m), mb_key[o % m], o))
             elif ready_at[o] < nxt:
                 nxt = ready_at[o]
         if r == rank0 and next_entry < m:
             mb0 = entry_order[next_entry]
-            f_cands.append((0, mb_key[mb0], mb0))
+            f_cands.append((due[mb0] if due else 0, mb_key[mb0], mb0))
         best_f = -1
         if f_cands:
             f_cands.sort()
@@ -175,8 +281,28 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
                 if admissible(cand[2] // m, r):
                     best_f = cand[2]
                     break
-        if best_b is not None and not (forward_first and best_f >= 0):
+        if due is not None:
+            best_due = inf
+            if best_b is not None:
+                chosen, best_due = best_b[1], due[best_b[1]]
+            if best_f >= 0 and due[best_f] < best_due:
+                chosen, best_due = best_f, due[best_f]
+            if wgt[r]:
+                w = min(wgt[r], key=due.__getitem__)
+                if due[w] < best_due or (chosen < 0 and (f_cands or nxt - t >= weight_wait * cost[w] - _EPS)):
+                    chosen = w
+                elif chosen < 0:
+                    push(events, (nxt, r))
+                    continue
+        elif forward_first and best_f >= 0:
+            chosen = best_f
+        elif forward_first and f_cands and wgt[r]:
+            # An arrived forward waits for memory: run the W that frees it (ZBV's F-I-W rhythm).
+            chosen = min(wgt[r], key=lambda o: mb_key[o % m])
+        elif best_b is not None:
             chosen = best_b[1]
+        elif weight_first and wgt[r]:
+            chosen = min(wgt[r], key=lambda o: mb_key[o % m])
         elif best_f >= 0:
             chosen = best_f
         elif wgt[r]:
@@ -190,6 +316,11 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
             if nxt < inf:
                 push(events, (nxt, r))
             continue
+        if lookahead > 0 and chosen < 2 * block and nxt < t + lookahead * cost[chosen]:
+            wait_for = _better_arrival(chosen, t + lookahead * cost[chosen])
+            if wait_for < inf:
+                push(events, (wait_for, r))
+                continue
         kind_index, rest = divmod(chosen, block)
         s = rest // m
         end = t + cost[chosen]
