@@ -148,35 +148,37 @@ class HostOperator(_integration_harness().OperatorProcess):  # type: ignore[misc
         return f"http://127.0.0.1:{self.liveness_port}/healthz"
 
 
-def run_test_pod_on_host(kubectl: Kubectl, namespace: str, pod_name: str, health_url: str, tmp: Path) -> int:
-    """Run the helm test pod's command here, as its ServiceAccount; make KWOK end the pod with its code."""
-    pod = kubectl.json("get", "pod", pod_name, "-n", namespace)
-    [container] = pod["spec"]["containers"]
-    command = container["command"]
-    assert command[:2] == ["python", "-c"], command
-    token_file = tmp / "test-pod.token"
-    token_file.write_text(
-        kubectl.run("create", "token", pod["spec"]["serviceAccountName"], "-n", namespace).stdout.strip()
-    )
+def run_check_script(
+    kubectl: Kubectl, script: str, env: dict[str, str], service_account: str, namespace: str, tmp: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run the chart's helm-test script here, against the real API server, as `service_account`."""
+    token_file = tmp / "check.token"
+    token_file.write_text(kubectl.run("create", "token", service_account, "-n", namespace).stdout.strip())
     cluster = admin_cluster_entry(kubectl.kubeconfig)
     if "certificate-authority-data" in cluster:
         ca_file = tmp / "ca.crt"
         ca_file.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
     else:
         ca_file = Path(cluster["certificate-authority"])
-    env = {**os.environ, **{e["name"]: e["value"] for e in container["env"]}}
+    full_env = {**os.environ, **env}
+    full_env.update(
+        {"HF_API_SERVER": cluster["server"], "HF_TOKEN_FILE": str(token_file), "HF_CA_FILE": str(ca_file)}
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=full_env, timeout=60, check=False
+    )
+
+
+def run_test_pod_on_host(kubectl: Kubectl, namespace: str, pod_name: str, health_url: str, tmp: Path) -> int:
+    """Run the helm test pod's command here, as its ServiceAccount; make KWOK end the pod with its code."""
+    pod = kubectl.json("get", "pod", pod_name, "-n", namespace)
+    [container] = pod["spec"]["containers"]
+    command = container["command"]
+    assert command[:2] == ["python", "-c"], command
+    env = {e["name"]: e["value"] for e in container["env"]}
     # The Service DNS name does not resolve on this machine; the operator listens here instead.
-    env.update(
-        {
-            "HF_HEALTH_URL": health_url if env.get("HF_HEALTH_URL") else "",
-            "HF_API_SERVER": cluster["server"],
-            "HF_TOKEN_FILE": str(token_file),
-            "HF_CA_FILE": str(ca_file),
-        }
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", command[2]], capture_output=True, text=True, env=env, timeout=60, check=False
-    )
+    env["HF_HEALTH_URL"] = health_url if env.get("HF_HEALTH_URL") else ""
+    result = run_check_script(kubectl, command[2], env, pod["spec"]["serviceAccountName"], namespace, tmp)
     (tmp / "helm-test-output.txt").write_text(result.stdout + result.stderr)
     finish_pod(kubectl, namespace, pod_name, exit_code=result.returncode, message=result.stdout[-3000:])
     return result.returncode

@@ -31,6 +31,7 @@ from helm_support import (
     deployment_env,
     doc_commands,
     elapsed,
+    run_check_script,
     token_kubeconfig,
     tool_dir,
     wait_established,
@@ -53,7 +54,11 @@ ALL_CRDS = [*HYPERFRAME_CRDS, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf
 @pytest.fixture(scope="module")
 def chart_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     state = tmp_path_factory.mktemp("helm-cluster")
-    cluster = LocalCluster(ClusterConfig(state_dir=state, gpu_nodes=0, system_nodes=1, die_with_parent=True))
+    # No GPU nodes: the docs example is a CPU job, and every simulated node costs start-up time.
+    config = ClusterConfig(
+        state_dir=state, gpu_nodes=0, system_nodes=1, die_with_parent=True, start_timeout_s=120
+    )
+    cluster = LocalCluster(config)
     cluster.up(reuse=False)
     try:
         yield cluster
@@ -188,6 +193,29 @@ def check_runtimes_match_matrix(kube: Kubectl) -> None:
     assert set(expected) <= set(installed)
     for name, spec in expected.items():
         assert without_server_defaults(installed[name], spec) == spec, name
+
+
+def test_helm_test_script_fails_naming_each_broken_check(kube: Kubectl, tmp_path: Path) -> None:
+    # After test 1: the CRDs are kept, but no operator answers, and `ml`'s default account has no
+    # rights to read CRDs. The `helm test` script must fail, and say why, check by check.
+    script = (CHART / "files" / "helm-test.py").read_text()
+    env = {
+        "HF_CRDS": ",".join(HYPERFRAME_CRDS),
+        "HF_API_VERSION": yaml.safe_load(API_FILE.read_text())["apiVersion"],
+        "HF_RUNTIMES": "no-such-runtime",
+        "HF_HEALTH_URL": "http://127.0.0.1:9/healthz",
+    }
+    result = run_check_script(kube, script, env, "default", "ml", tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines if line.startswith("FAIL")] == [
+        *(f"FAIL CRD {name}" for name in HYPERFRAME_CRDS),
+        "FAIL runtimes",
+        "FAIL operator http",
+    ], result.stdout
+    assert "403" in result.stdout and "Connection refused" in result.stdout
+    # Discovery is open to every authenticated user, so "served" still passes.
+    assert any(line.startswith("PASS API ") for line in lines), result.stdout
 
 
 # --- 2. server-side dry run -----------------------------------------------------------------------
