@@ -97,9 +97,15 @@ def test_deadline_fails_the_job_and_removes_its_pods(
     operator: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:
     kubectl.apply([gpu_job("deadline", namespace, run_policy={"activeDeadlineSeconds": 8})])
-    wait_running_gang(operator, kubectl, namespace, "deadline", nodes=2, generation=0)
+    wait(
+        operator,
+        lambda: pods(kubectl, namespace, "deadline"),
+        lambda ps: len(ps) == 2,
+        what="the gang created",
+    )
     st = wait_phase(operator, kubectl, namespace, "deadline", "Failed", timeout_s=40)
     assert condition(st, "Failed")["reason"] == "DeadlineExceeded"
+    assert st["restarts"] == 0
     wait(operator, lambda: live_pods(kubectl, namespace, "deadline"), lambda ps: not ps, what="no pods left")
 
 
