@@ -8,7 +8,6 @@ the table on stdout.
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -68,16 +67,14 @@ def test_missing_device_fails_every_node_naming_the_device(tmp_path: Path) -> No
 
 def test_rank_that_never_arrives_times_out_naming_it(tmp_path: Path) -> None:
     local = example_plan("cpu-2node", _smoke(timeoutSeconds=10))
-    started = time.monotonic()
     runs = run_gates(tmp_path, local, nodes=[0])  # node 1's pod never starts
-    elapsed = time.monotonic() - started
     run = runs[0]
     assert run.exit_code == SmokeExit.TIMEOUT, run.stdout
     assert run.report.failed_check == "collective.rendezvous"
     assert run.report.missing_ranks == [2, 3] and run.report.suspect_node_ranks == [1]
     assert "rank(s) 2-3 on node(s) 1 did not arrive" in run.report.reason
-    # Bounded: the 10 s gate budget, plus process start-up on a loaded CI machine.
-    assert elapsed < 60
+    # Bounded by the runtime's smoke.timeoutSeconds (10 s); run_gates would raise on a hang.
+    assert run.report.duration_s <= 10
 
 
 def test_impossible_busbw_threshold_fails_with_the_measured_figure(tmp_path: Path) -> None:

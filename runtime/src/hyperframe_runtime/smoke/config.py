@@ -71,6 +71,9 @@ class GateConfig:
     """How long ranks wait for each other (pods start at different times: image pulls)."""
     step_timeout_s: float = 60.0
     """Budget for every other step: process start, device checks, group init, each collective."""
+    total_timeout_s: float = 0.0
+    """Hard limit on the whole gate (the runtime's ``smoke.timeoutSeconds``); 0 = the sum of the
+    step budgets."""
     checks: frozenset[str] = field(default_factory=lambda: frozenset({"devices", "collective"}))
     """Which check groups run: ``devices`` and/or ``collective``."""
 
@@ -109,7 +112,7 @@ class GateConfig:
             )
         if self.iterations < 1 or self.matmul_size < 1:
             raise bad("iterations", "iterations and matmulSize must be >= 1")
-        if self.rendezvous_timeout_s <= 0 or self.step_timeout_s <= 0:
+        if self.rendezvous_timeout_s <= 0 or self.step_timeout_s <= 0 or self.total_timeout_s < 0:
             raise bad("timeouts", "rendezvous and step timeouts must be > 0 seconds")
         unknown_device = self.device_checks - {"visible", "memory", "matmul", "p2p"}
         if unknown_device:
@@ -140,4 +143,5 @@ class GateConfig:
     def deadline_s(self) -> float:
         """Hard bound on the whole gate: after this the node agent kills its ranks (exit 3)."""
         steps = 4 + len(self.allreduce_sizes)  # start, devices, group init, sizes, teardown
-        return self.rendezvous_timeout_s + steps * self.step_timeout_s
+        budgets = self.rendezvous_timeout_s + steps * self.step_timeout_s
+        return min(budgets, self.total_timeout_s) if self.total_timeout_s > 0 else budgets

@@ -86,7 +86,7 @@ def run_node(config: GateConfig, probe: DeviceProbe) -> NodeResult:
         assert host_failure is not None
         own = _publish_host_failure(store, config, host_failure)
     else:
-        own, agent_failure = _supervise(config, ranks, store)
+        own, agent_failure = _supervise(config, ranks, store, started)
     job = _read_records(store, config)
     report = build_report(
         config, own=own, job=job, agent_failure=agent_failure, duration_s=time.monotonic() - started
@@ -157,14 +157,17 @@ def _budget_s(config: GateConfig, stage: str) -> float:
     return config.step_timeout_s
 
 
-def _stuck(config: GateConfig, local_rank: int, stage: str, *, died: int | None = None) -> Failure:
+def _stuck(
+    config: GateConfig, local_rank: int, stage: str, *, died: int | None = None, over_limit: bool = False
+) -> Failure:
     rank = config.global_rank(local_rank)
     where = f"rank {rank} (node {config.node_rank} {config.node_name}, local {local_rank})"
-    what = (
-        f"exited with code {died} during {stage}"
-        if died is not None
-        else f"did not finish {stage} within {_budget_s(config, stage):g}s"
-    )
+    if died is not None:
+        what = f"exited with code {died} during {stage}"
+    elif over_limit:
+        what = f"was still in {stage} at the gate's time limit ({config.total_timeout_s:g}s)"
+    else:
+        what = f"did not finish {stage} within {_budget_s(config, stage):g}s"
     suspects = (config.node_rank,)
     if stage == "devices":
         return Failure(
@@ -179,8 +182,11 @@ def _stuck(config: GateConfig, local_rank: int, stage: str, *, died: int | None 
     return Failure(reason_id="internal.error", message=f"{where} {what}", suspect_node_ranks=suspects)
 
 
-def _supervise(config: GateConfig, ranks: _Ranks, store: Store) -> tuple[list[RankRecord], Failure | None]:
+def _supervise(
+    config: GateConfig, ranks: _Ranks, store: Store, started: float
+) -> tuple[list[RankRecord], Failure | None]:
     procs, messages = ranks.procs, ranks.messages
+    limit = started + config.total_timeout_s if config.total_timeout_s > 0 else float("inf")
     stages = {lr: ("start", time.monotonic()) for lr in procs}
     dead_since: dict[int, float] = {}
     results: dict[int, RankRecord] = {}
@@ -209,6 +215,9 @@ def _supervise(config: GateConfig, ranks: _Ranks, store: Store) -> tuple[list[Ra
                         break
                 elif now - since > _budget_s(config, stage):
                     failure = _stuck(config, local_rank, stage)
+                    break
+                elif now > limit:
+                    failure = _stuck(config, local_rank, stage, over_limit=True)
                     break
     finally:
         _stop(ranks)

@@ -1,9 +1,9 @@
 """Maps the resolved job config (job.json) and the pod env onto the gate's :class:`GateConfig`.
 
-The runtime's smoke policy has one time limit for the whole gate (``smoke.timeoutSeconds``);
-it is split here into a per-step budget and the rendezvous wait so that the gate as a whole ends
-within it: step = limit / 10 (5 to 60 s), rendezvous = the rest, capped by the job's rendezvous
-timeout.
+The runtime's smoke policy has one time limit for the whole gate (``smoke.timeoutSeconds``),
+which the node agent enforces as a hard limit. Inside it, each step gets a budget of limit / 10
+(2 to 60 s) and the rendezvous may use what the two slowest steps leave (capped by the job's
+rendezvous timeout), so that a missing rank is named before the limit cuts the gate off.
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ _DEVICE_CHECKS = frozenset({"visible", "memory", "matmul"})
 _SHM_FLOOR_BYTES = 256 << 20
 
 
-def split_timeout(total_s: float, sizes: int, rendezvous_cap_s: float) -> tuple[float, float]:
-    """(rendezvous timeout, step timeout) whose worst case sums to about ``total_s``."""
-    step = min(max(total_s / 10.0, 5.0), 60.0)
-    steps = 4 + sizes
-    rendezvous = min(max(total_s - steps * step, step), rendezvous_cap_s)
+def split_timeout(total_s: float, rendezvous_cap_s: float) -> tuple[float, float]:
+    """(rendezvous timeout, step timeout) inside the gate's hard limit ``total_s``."""
+    step = min(max(total_s / 10.0, 2.0), 60.0)
+    rendezvous = min(max(total_s - 2 * step, step), rendezvous_cap_s)
     return rendezvous, step
 
 
@@ -40,9 +39,7 @@ def gate_config(job: ResolvedJobConfig, env: JobEnv, *, node_name: str) -> GateC
             "config.world-size",
             f"procsPerNode: {job.procs_per_node}, but a GPU job runs one rank per GPU (gpusPerNode={job.gpus_per_node})",
         )
-    rendezvous_s, step_s = split_timeout(
-        float(smoke.timeout_seconds), len(smoke.nccl_message_sizes), float(job.rendezvous.timeout_seconds)
-    )
+    rendezvous_s, step_s = split_timeout(float(smoke.timeout_seconds), float(job.rendezvous.timeout_seconds))
     checks = {"collective"}
     device_checks = set(smoke.device_checks)
     if device_checks & _DEVICE_CHECKS:
@@ -63,5 +60,6 @@ def gate_config(job: ResolvedJobConfig, env: JobEnv, *, node_name: str) -> GateC
         min_busbw_gbps=smoke.min_bus_bandwidth_gbps,
         rendezvous_timeout_s=rendezvous_s,
         step_timeout_s=step_s,
+        total_timeout_s=float(smoke.timeout_seconds),
         checks=frozenset(checks),
     )
