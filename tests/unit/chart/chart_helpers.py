@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import yaml
 from hyperframe_devcluster import paths
 
 CHART = paths.repo_root() / "charts" / "hyperframe-operator"
+
+Render = Callable[..., list[dict[str, Any]]]
+"""The `render` fixture: values (and release, namespace) in, rendered objects out."""
+
+
+def run_helm(
+    helm: Path, *args: str, values: dict[str, Any] | None = None, tmp: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    cmd = [str(helm), *args]
+    if values is not None:
+        assert tmp is not None
+        values_file = tmp / "values.yaml"
+        values_file.write_text(yaml.safe_dump(values))
+        cmd += ["-f", str(values_file)]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

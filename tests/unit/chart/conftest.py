@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import CHART
+from chart_helpers import CHART, Render, run_helm
 from hyperframe_devcluster import paths
-
-Render = Callable[..., list[dict[str, Any]]]
 
 
 @pytest.fixture(scope="session")
@@ -20,18 +17,6 @@ def helm() -> Path:
     # Built by `make cluster-build` (a dependency of `make test`); a missing binary is a setup
     # error to fix, not a reason to skip.
     return paths.helm()
-
-
-def run_helm(
-    helm: Path, *args: str, values: dict[str, Any] | None = None, tmp: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    cmd = [str(helm), *args]
-    if values is not None:
-        assert tmp is not None
-        values_file = tmp / "values.yaml"
-        values_file.write_text(yaml.safe_dump(values))
-        cmd += ["-f", str(values_file)]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
 
 
 @pytest.fixture

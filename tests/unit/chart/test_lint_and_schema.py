@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_helpers import CHART
-from conftest import run_helm
+from chart_helpers import CHART, run_helm
 
 
 def test_helm_lint_strict(helm: Path) -> None:

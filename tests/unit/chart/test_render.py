@@ -6,8 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import yaml
-from chart_helpers import CHART, by_kind, load_generator, one
-from conftest import Render
+from chart_helpers import CHART, Render, by_kind, load_generator, one
 from hyperframe.controller.config import OperatorConfig
 from hyperframe.controller.rbac import OPERATOR_RULES
 from hyperframe.images.repo import RUNTIMES_FILE, load_matrix
@@ -235,7 +234,9 @@ def test_existing_service_account_must_be_named(
 ) -> None:
     message = render_error({"serviceAccount": {"create": False}})
     assert "serviceAccount.name: is empty, but serviceAccount.create is false" in message
-    objects = operator_objects(render({"serviceAccount": {"create": False, "name": "ops"}, "rbac": {"create": False}}))
+    objects = operator_objects(
+        render({"serviceAccount": {"create": False, "name": "ops"}, "rbac": {"create": False}})
+    )
     assert by_kind(objects, "ServiceAccount") == [] and by_kind(objects, "ClusterRole") == []
     assert one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "ops"
 
