@@ -127,7 +127,7 @@ def namespace(request: pytest.FixtureRequest, kubectl: Kubectl) -> Iterator[str]
     poll(
         lambda: kubectl.run("get", "serviceaccount", "default", "-n", name, check=False).returncode,
         lambda rc: rc == 0,
-        timeout_s=30,
+        timeout_s=120,
         what=f"serviceaccount {name}/default",
     )
     yield name
