@@ -25,7 +25,7 @@ def _render(args: argparse.Namespace) -> int:
         ctx = RenderContext(gang_generation=args.generation, excluded_nodes=tuple(args.exclude_node))
         objects = render_job(job, runtime, ctx)
     except SpecError as exc:
-        print(f"error: {args.job} is not a valid HyperFrameJob:", file=sys.stderr)
+        print(f"error: cannot render {args.job}:", file=sys.stderr)
         for err in exc.errors:
             print(f"  {err}", file=sys.stderr)
         return 1

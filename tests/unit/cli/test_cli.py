@@ -70,7 +70,7 @@ def test_bad_job_exits_non_zero_with_one_line_per_field(
     code, out, err = run(["render", str(path)], capsys)
     assert code == 1 and out == ""
     lines = err.splitlines()
-    assert lines[0] == f"error: {path} is not a valid HyperFrameJob:"
+    assert lines[0] == f"error: cannot render {path}:"
     assert any(line.strip().startswith("spec.nodes: 0 is below the minimum 1: ") for line in lines)
     assert any(line.strip().startswith("spec.env[0].name: RANK is reserved") for line in lines)
 
