@@ -106,7 +106,7 @@ def _free_port() -> int:
 
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
-    mp.start_processes(
+    mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
         _worker,
         args=(spec["world"], _free_port(), spec["cases"], sys.argv[2]),
         nprocs=spec["world"],

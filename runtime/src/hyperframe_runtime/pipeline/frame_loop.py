@@ -182,6 +182,18 @@ class FrameLoop:
         self._window.extend(ranks)
         return metrics
 
+    def replan(self) -> FramePlan:
+        """Plan from the per-op costs measured on every rank since the last re-plan (collective)."""
+        self.set_plan(_replan(self.config, self.plan, self._window))
+        self._window = []
+        if self.is_reporter:
+            log.info(
+                "frame %d: re-planned from measured costs, predicted makespan %.4fs",
+                self.frames_done,
+                self.plan.predicted_makespan,
+            )
+        return self.plan
+
     def after_frame(self) -> None:
         """Re-plan and checkpoint when due (collective)."""
         config, done = self.config, self.frames_done
@@ -191,9 +203,7 @@ class FrameLoop:
             and done % config.replan_every == 0
             and done < config.frames
         ):
-            self.set_plan(_replan(config, self.plan, self._window))
-            self._window = []
-            log.info("frame %d: re-planned, predicted makespan %.4fs", done, self.plan.predicted_makespan)
+            self.replan()
         due = config.checkpoint_every and done % config.checkpoint_every == 0
         if config.checkpoint_dir and (due or done == config.frames):
             path = checkpoint.save_snapshot(

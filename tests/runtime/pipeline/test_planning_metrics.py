@@ -1,0 +1,97 @@
+"""Single-process pieces of the frame loop: policy plans, measured costs, metrics and the trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.pipeline.metrics import RankFrame, frame_metrics
+from hyperframe_runtime.pipeline.planning import (
+    FramePlan,
+    costs_from_samples,
+    initial_plan,
+    orders_digest,
+    placement_for,
+)
+from hyperframe_runtime.pipeline.trace import TraceWriter
+from hyperframe_runtime.schedule.ir import OpKind, Placement
+from hyperframe_runtime.schedule.validate import validate
+
+
+@pytest.mark.parametrize("policy", ["hyperframe", "gpipe", "1f1b", "interleaved1f1b", "zbv"])
+def test_initial_plan_is_valid_for_every_policy(policy: str) -> None:
+    config = TrainConfig(policy=policy, pipeline=2, n_layers=4, microbatches_per_frame=4)  # type: ignore[arg-type]
+    plan = initial_plan(config)
+    assert plan.placement == placement_for(config)
+    assert plan.placement.num_stages == config.num_stages
+    validate(plan.orders, plan.placement, 4)
+    kinds = {a.kind for actions in plan.orders.values() for a in actions}
+    if policy in ("hyperframe", "zbv"):
+        assert OpKind.W in kinds  # split backward: I and W ops
+
+
+def test_frame_plan_json_round_trip_keeps_the_order_table() -> None:
+    plan = initial_plan(TrainConfig(pipeline=2, n_layers=4, microbatches_per_frame=4))
+    again = FramePlan.from_json(json.loads(json.dumps(plan.to_json())))
+    assert again.orders == plan.orders
+    assert again.placement == plan.placement == Placement.vshape(2)
+    assert again.costs == plan.costs
+    assert orders_digest(again.orders) == orders_digest(plan.orders)
+
+
+def test_costs_from_samples_takes_medians_and_splits_fused_backward() -> None:
+    samples = [
+        (0, "F", 1.0),
+        (0, "F", 3.0),
+        (0, "F", 2.0),
+        (0, "B", 4.0),
+        (1, "F", 5.0),
+        (1, "I", 1.0),
+        (1, "W", 0.5),
+    ]
+    costs = costs_from_samples(samples, Placement.one_per_rank(2))
+    assert costs.forward == (2.0, 5.0)
+    assert costs.backward_input == (2.0, 1.0)
+    assert costs.backward_weight == (2.0, 0.5)
+
+
+def _rank(rank: int, losses: list[float], frame_s: float) -> RankFrame:
+    # Two ops of 0.2 s each with a 0.1 s wait before the second; pipeline program 0.6 s.
+    return RankFrame(
+        rank=rank,
+        pp_rank=rank,
+        dp_rank=0,
+        records=[(rank, "F", 0, 0.0, 0.2, 0.0), (rank, "B", 0, 0.3, 0.5, 0.1)],
+        losses=losses,
+        wall_start=100.0 + rank,
+        pipeline_s=0.6,
+        dp_wait_s=0.1,
+        frame_s=frame_s,
+        peak_memory_bytes=1000 * (rank + 1),
+    )
+
+
+def test_frame_metrics_and_trace_files(tmp_path: Path) -> None:
+    ranks = [_rank(0, [], 0.8), _rank(1, [2.0, 4.0], 1.0)]
+    metrics = frame_metrics(1, ranks, samples_per_frame=8, tokens_per_sample=16, loss_terms=2)
+    assert metrics.loss == 3.0
+    assert metrics.frame_s == 1.0
+    assert metrics.samples_per_s == 8.0
+    assert metrics.tokens_per_s == 128.0
+    assert metrics.bubble_share == pytest.approx(0.2)  # 0.6 s program - 0.4 s compute
+    assert metrics.comm_wait_share == pytest.approx(0.1)
+    assert metrics.peak_memory_bytes == 2000
+
+    writer = TraceWriter(tmp_path)
+    writer.add_frame(1, ranks, metrics)
+    writer.close()
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    ops = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["cat"] in ("F", "B")]
+    assert sorted(e["name"] for e in ops) == ["0B0", "0F0", "1B0", "1F0"]
+    second_rank_f = next(e for e in ops if e["name"] == "1F0")
+    assert second_rank_f["ts"] == pytest.approx(1e6)  # ranks aligned by their wall-clock start
+    assert [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [
+        3.0
+    ]
