@@ -5,6 +5,7 @@ Each test runs the real command (``python -m hyperframe.cli local ...``) as a su
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -119,5 +120,8 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, "".join(seen) + rest
     assert "== interrupted: stopping every node" in rest
+    results = [json.loads(p.read_text()) for p in tmp_path.glob("launch-node*.json")]
+    assert results, "the launchers must write their result when stopped"
+    assert all(not r["ok"] and "signal" in r["reason"] for r in results), results
     time.sleep(0.5)
     assert _marked(tmp_path) == [], "orphan processes left behind"

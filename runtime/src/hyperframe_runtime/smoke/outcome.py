@@ -50,6 +50,8 @@ class RankRecord:
     notes: tuple[str, ...] = ()
     """Informational lines (driver/torch CUDA versions, skipped checks)."""
     allreduce: tuple[AllReduceFigure, ...] = field(default=())
+    group_init_s: float | None = None
+    """Seconds to create the process group and its first communicator (NCCL init time)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -73,6 +75,7 @@ class RankRecord:
             ),
             notes=tuple(raw.get("notes", ())),
             allreduce=tuple(AllReduceFigure(**f) for f in raw.get("allreduce", ())),
+            group_init_s=raw.get("group_init_s"),
         )
 
 

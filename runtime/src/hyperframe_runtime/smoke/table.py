@@ -31,6 +31,9 @@ def format_table(report: SmokeReport, own: Sequence[RankRecord]) -> str:
     ]
     notes = sorted({note for record in own for note in record.notes})
     lines += [f"  note: {note}" for note in notes]
+    inits = [r.group_init_s for r in own if r.group_init_s is not None]
+    if inits:
+        lines.append(f"  note: process group init (slowest local rank) {max(inits):.2f}s")
     if report.devices:
         lines.append(f"  {'node':>4}  {'dev':>3}  {'name':<28}  {'TFLOP/s':>8}  {'mem GB/s':>9}  ok")
         for d in report.devices:

@@ -115,35 +115,28 @@ def _join_job(
             timeout=timedelta(seconds=config.step_timeout_s),
             device_id=device if device.type == "cuda" else None,
         )
+        # The first collective builds the communicators (NCCL connects lazily): part of init.
+        dist.all_reduce(torch.ones(1, device=device))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     except Exception as exc:
-        return replace(
-            record,
-            failure=Failure(
-                reason_id="collective.init", message=f"rank {rank}: process group init failed: {exc}"
-            ),
-        )
+        return replace(record, failure=_collective_failure(rank, "process group init", exc))
+    init_s = time.perf_counter() - started
     stage("allreduce")
     try:
         figures, failure = allreduce_figures(config, rank, device)
     except Exception as exc:
-        text = str(exc)
-        reason = (
-            "collective.timeout"
-            if "timeout" in text.lower() or "timed out" in text.lower()
-            else "collective.init"
-        )
-        figures, failure = (
-            [],
-            Failure(
-                reason_id=reason,
-                message=f"rank {rank}: all-reduce failed: {text.splitlines()[0] if text else exc!r}",
-            ),
-        )
-    init_s = time.perf_counter() - started - sum(f.seconds * (config.iterations) for f in figures)
+        figures, failure = [], _collective_failure(rank, "all-reduce", exc)
     stage("teardown")
     dist.destroy_process_group()
-    notes = (
-        *record.notes,
-        f"{config.resolved_backend()} group init + first all-reduce {max(init_s, 0.0):.2f}s",
+    return replace(record, failure=failure, allreduce=tuple(figures), group_init_s=init_s)
+
+
+def _collective_failure(rank: int, what: str, exc: Exception) -> Failure:
+    text = str(exc)
+    timed_out = "timeout" in text.lower() or "timed out" in text.lower()
+    first = text.splitlines()[0] if text else repr(exc)
+    return Failure(
+        reason_id="collective.timeout" if timed_out else "collective.init",
+        message=f"rank {rank}: {what} failed: {first}",
     )
-    return replace(record, failure=failure, allreduce=tuple(figures), notes=notes)
