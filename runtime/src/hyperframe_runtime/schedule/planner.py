@@ -10,7 +10,8 @@
    with nearly no bubble.
 2. **Improvement search**: many policies (priority rules, how long to hold back a W for an
    arriving I, memory headroom, jittered micro-batch priorities) are tried and the best order is
-   kept.
+   kept; then a critical-path guided local search (:mod:`.improve`) shifts single ops, e.g. delays
+   a W into a bubble, while the budget lasts.
 
 The search is deterministic: the time budget is turned into a fixed number of candidate
 evaluations from the problem size, never measured with a clock, so every rank that plans from the
@@ -19,10 +20,12 @@ same all-gathered costs gets the identical plan.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
 from hyperframe_runtime.schedule.costs import CostModel
+from hyperframe_runtime.schedule.improve import improve
 from hyperframe_runtime.schedule.ir import Orders, Placement, ScheduleError
 from hyperframe_runtime.schedule.listsched import Policy, Problem, list_schedule
 from hyperframe_runtime.schedule.simulate import lb_tight, simulate
@@ -31,7 +34,9 @@ __all__ = ["Plan", "default_memory_limit", "minimum_memory_limit", "plan"]
 
 # Rough cost of one list-schedule evaluation per op on a slow CPU. Used only to turn the time
 # budget into a deterministic evaluation count; it never reads a clock.
-_SECONDS_PER_OP = 6e-6
+_SECONDS_PER_OP = 8e-6
+_SECONDS_PER_REPLAY_OP = 1.5e-6
+_MAX_IMPROVE_STEPS = 3000
 _JITTER_SEEDS = 64
 
 
@@ -72,22 +77,53 @@ def minimum_memory_limit(costs: CostModel, placement: Placement) -> float:
     return max(_rank_activation(costs, placement))
 
 
+def _rules(ff: bool, dff: bool, dbf: bool, ww: float, eh: float, wf: bool, la: float = 0.0) -> Policy:
+    return Policy(
+        forward_first=ff,
+        deep_forward_first=dff,
+        deep_backward_first=dbf,
+        weight_wait=ww,
+        entry_headroom=eh,
+        weight_first=wf,
+        lookahead=la,
+    )
+
+
 def _candidate_policies(split_backward: bool) -> list[Policy]:
-    """Policies in the order they are tried; the first few win most often in the bench."""
-    waits = (0.0, 1.0, 0.5) if split_backward else (0.0,)
+    """Policies in the order they are tried: first the ones that won most often on the bench's
+    cost profiles (so a small budget already gets them), then a systematic grid."""
+    core = [
+        _rules(False, True, False, 0.0, 1.0, False),
+        _rules(True, True, False, 1.0, 0.0, False),
+        _rules(False, False, False, 0.0, 1.0, False),
+        Policy(critical_path=True, period=0.25, entry_headroom=1.0),
+        _rules(True, True, False, 1.0, 1.0, False),
+        _rules(False, False, False, 1.0, 1.0, False),
+        _rules(True, True, True, 0.0, 1.0, False),
+        _rules(True, True, False, 0.0, 0.0, True),
+        _rules(False, True, True, 0.0, 2.0, False, 1.0),
+        Policy(critical_path=True, period=0.5, entry_headroom=1.0),
+        Policy(critical_path=True, period=0.1, entry_headroom=1.0),
+    ]
+    waits = (0.0, 1.0) if split_backward else (0.0,)
+    firsts = (False, True) if split_backward else (False,)
     grid = [
-        Policy(
-            forward_first=ff,
-            deep_forward_first=dff,
-            deep_backward_first=dbf,
-            weight_wait=ww,
-            entry_headroom=eh,
-        )
-        for eh, ww, ff, dbf, dff in itertools.product(
-            (1.0, 2.0, 3.0), waits, (False, True), (False, True), (True, False)
+        _rules(ff, dff, dbf, ww, eh, wf, la)
+        for la, eh, ww, wf, ff, dbf, dff in itertools.product(
+            (0.0, 1.0), (1.0, 0.0, 2.0), waits, firsts, (False, True), (False, True), (True, False)
         )
     ]
-    return grid
+    critical = [
+        Policy(critical_path=True, period=period, weight_wait=ww, entry_headroom=eh)
+        for eh, ww, period in itertools.product((1.0, 2.0), waits, (0.0, 0.1, 0.25, 0.5, 1.0))
+    ]
+    seen: set[Policy] = set()
+    ordered = []
+    for policy in core + grid + critical:
+        if policy not in seen:
+            seen.add(policy)
+            ordered.append(policy)
+    return ordered
 
 
 def _evaluation_budget(time_budget_s: float, problem: Problem) -> int:
@@ -126,43 +162,41 @@ def plan(
     problem = Problem(costs, placement, num_microbatches, split_backward=split_backward, memory_limit=limit)
     budget = _evaluation_budget(time_budget_s, problem)
     candidates = _candidate_policies(split_backward)
-    best: tuple[float, int, list[list[int]], Policy] | None = None
-    tried = 0
+    # Half the budget for constructions, the rest for jittered variants and local search.
+    construct = min(len(candidates), max(1, budget // 2))
+    best: tuple[float, list[list[int]], Policy] | None = None
     ranked: list[tuple[float, int, Policy]] = []
-    for index, policy in enumerate(candidates[:budget]):
-        tried += 1
+    for index, policy in enumerate(candidates[:construct]):
         result = list_schedule(problem, policy)
         if result is None:
             continue
         ops, makespan = result
         ranked.append((makespan, index, policy))
         if best is None or makespan < best[0] - 1e-9:
-            best = (makespan, index, ops, policy)
-    # Jittered micro-batch priorities around the best few policies, while budget remains.
+            best = (makespan, ops, policy)
+    spent = construct
     ranked.sort(key=lambda item: (item[0], item[1]))
-    seeds = itertools.product(range(1, _JITTER_SEEDS + 1), [p for _, _, p in ranked[:3]])
-    for seed, base in seeds:
-        if tried >= budget:
-            break
-        tried += 1
-        policy = Policy(
-            forward_first=base.forward_first,
-            deep_forward_first=base.deep_forward_first,
-            deep_backward_first=base.deep_backward_first,
-            weight_wait=base.weight_wait,
-            entry_headroom=base.entry_headroom,
-            jitter=0.75,
-            seed=seed,
-        )
+    jitter_rounds = max(0, (budget - spent) // 2)
+    for seed, (_, _, base) in itertools.islice(
+        itertools.product(range(1, _JITTER_SEEDS + 1), ranked[:3]), jitter_rounds
+    ):
+        policy = dataclasses.replace(base, jitter=0.75, seed=seed)
         result = list_schedule(problem, policy)
-        if result is not None and best is not None and result[0] and result[1] < best[0] - 1e-9:
-            best = (result[1], -seed, result[0], policy)
+        spent += 1
+        if result is not None and best is not None and result[1] < best[0] - 1e-9:
+            best = (result[1], result[0], policy)
+    if best is not None and budget > spent:
+        steps = min(_MAX_IMPROVE_STEPS, int((budget - spent) * _SECONDS_PER_OP / _SECONDS_PER_REPLAY_OP))
+        if steps > 0:
+            improved, makespan = improve(problem, best[1], steps, seed=0)
+            if makespan < best[0] - 1e-9:
+                best = (makespan, improved, best[2])
     if best is None:
         raise ScheduleError(
             f"memory_limit = {limit}: no candidate order fits; raise the limit (1F1B needs "
             f"{default_memory_limit(costs, placement, num_microbatches)})"
         )
-    orders: Orders = {r: [problem.action(o) for o in ops] for r, ops in enumerate(best[2])}
+    orders: Orders = {r: [problem.action(o) for o in ops] for r, ops in enumerate(best[1])}
     result_sim = simulate(orders, placement, costs, num_microbatches)
     return Plan(
         orders=orders,
@@ -171,5 +205,5 @@ def plan(
         predicted_makespan=result_sim.makespan,
         lower_bound=lb_tight(costs, placement, num_microbatches),
         memory_limit=limit,
-        policy=best[3],
+        policy=best[2],
     )
