@@ -143,6 +143,15 @@ class _Runner:
         sweep(self.marker)
 
 
+def node_gpus(gpus_per_node: int, node_rank: int, visible: str | None) -> dict[str, str]:
+    """CUDA_VISIBLE_DEVICES for one local "node" of a GPU job: its own slice of this machine's GPUs."""
+    if gpus_per_node == 0:
+        return {}
+    pool = [d.strip() for d in visible.split(",")] if visible else [str(i) for i in range(1 << 10)]
+    mine = pool[node_rank * gpus_per_node : (node_rank + 1) * gpus_per_node]
+    return {"CUDA_VISIBLE_DEVICES": ",".join(mine)}
+
+
 def _signal_group(proc: subprocess.Popen[str], sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)

@@ -60,3 +60,12 @@ def test_progress_parser_reads_what_the_trainer_writes() -> None:
     assert (figures.frame, figures.total_frames, figures.loss) == (3, 10, 5.4762)
     assert figures.samples_per_second == 6.0
     assert parse_progress_line("frame 1: loss 5.5, 3.8 samples/s") is None
+
+
+def test_gpu_nodes_get_disjoint_device_slices() -> None:
+    from hyperframe_runtime.local import node_gpus
+
+    assert node_gpus(0, 1, None) == {}
+    assert node_gpus(2, 0, None) == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    assert node_gpus(2, 1, None) == {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert node_gpus(1, 1, "4, 6") == {"CUDA_VISIBLE_DEVICES": "6"}
