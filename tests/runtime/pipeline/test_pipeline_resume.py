@@ -47,6 +47,7 @@ def _config(checkpoint_dir: Path) -> dict[str, Any]:
 def test_replanning_stays_exact_and_resume_reproduces_the_next_frames(tmp_path: Path) -> None:
     replan_to = {"frame": 2, "costs": SKEWED_COSTS}
     full = _config(tmp_path / "full")
+    full["trace_dir"] = str(tmp_path / "trace")
     resumed = _config(tmp_path / "resumed")
     run_harness(
         2,
@@ -71,6 +72,12 @@ def test_replanning_stays_exact_and_resume_reproduces_the_next_frames(tmp_path: 
     assert a["losses"] == pytest.approx(reference, abs=TOLERANCE)
     assert reference[-1] < reference[0], "the built-in GPT did not learn"
     assert len(a["snapshots"]) == 3
+    trace = json.loads((tmp_path / "trace" / "trace.json").read_text())
+    assert {e["pid"] for e in trace["traceEvents"]} == {0, 1}
+    metrics = [json.loads(line) for line in (tmp_path / "trace" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["loss"] for m in metrics] == pytest.approx(a["losses"])
+    assert all(m["samples_per_s"] > 0 and 0 <= m["bubble_share"] < 1 for m in metrics)
+    assert sorted(p.name for p in (tmp_path / "trace").glob("*.svg")) == ["plan-vs-actual-frame-3.svg"]
 
     # Resume after frame 1: the snapshot's order table is used, and the next frames' losses equal
     # the uninterrupted run's.

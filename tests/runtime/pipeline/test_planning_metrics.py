@@ -86,6 +86,10 @@ def test_frame_metrics_and_trace_files(tmp_path: Path) -> None:
 
     writer = TraceWriter(tmp_path)
     writer.add_frame(1, ranks, metrics)
+    gpipe = initial_plan(TrainConfig(policy="gpipe", pipeline=2, n_layers=2, microbatches_per_frame=1))
+    svg = writer.add_gantt(1, gpipe, ranks).read_text()
+    assert svg.count("<svg") == 3  # the planned and the actual chart inside one picture
+    assert "planned order on measured costs (gpipe)" in svg and "actual (replica 0)" in svg
     writer.close()
     trace = json.loads((tmp_path / "trace.json").read_text())
     ops = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["cat"] in ("F", "B")]

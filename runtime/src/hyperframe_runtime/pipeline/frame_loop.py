@@ -136,11 +136,13 @@ class FrameLoop:
         self.trace = TraceWriter(config.trace_dir) if config.trace_dir and self.is_reporter else None
         self.result = TrainResult(start_frame=self.frames_done)
         self._window: list[RankFrame] = []
+        self._frames_on_plan = 0
 
     def set_plan(self, plan: FramePlan) -> None:
         """Run ``plan`` from the next frame on (collective: every rank passes the same plan)."""
         self.executor.set_orders(plan.orders)
         self.plan = plan
+        self._frames_on_plan = 0
 
     def run_frame(self, *, step: bool = True) -> FrameMetrics:
         """Run the next frame; ``step=False`` leaves the frame's gradients unapplied (tests)."""
@@ -175,8 +177,11 @@ class FrameLoop:
         )
         self.result.metrics.append(metrics)
         self.result.plans.append(self.plan)
+        self._frames_on_plan += 1
         if self.trace is not None:
             self.trace.add_frame(self.frames_done, ranks, metrics)
+            if self._frames_on_plan == 2 or self.frames_done == config.frames:
+                self.trace.add_gantt(self.frames_done, self.plan, ranks)
         if self.is_reporter:
             _report(config, metrics, self.result)
         self._window.extend(ranks)

@@ -6,8 +6,9 @@
   frame end. Each op's args carry frame, stage, micro-batch and wait in milliseconds.
 - ``metrics.jsonl``: one :class:`~hyperframe_runtime.pipeline.metrics.FrameMetrics` per line.
 - ``ops.jsonl``: per frame, per rank, every op's exec and wait seconds (the raw measurements).
-- ``plan-vs-actual-frame-<k>.svg``: a Gantt picture of the planned order replayed on the
-  frame's measured costs above what actually ran (see ``gantt.py``).
+- ``plan-vs-actual-frame-<k>.svg``: a Gantt picture (``schedule.gantt``) of the planned order
+  replayed by the simulator on frame k's measured op costs, above what replica 0 actually ran.
+  Written for the second frame of every plan (the first includes warm-up) and the last frame.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from hyperframe_runtime.pipeline.metrics import FrameMetrics, RankFrame
+from hyperframe_runtime.pipeline.planning import FramePlan, costs_from_samples
+from hyperframe_runtime.schedule.gantt import gantt_svg
+from hyperframe_runtime.schedule.ir import Action, OpKind
+from hyperframe_runtime.schedule.simulate import Span, simulate
 
 __all__ = ["TraceWriter"]
 
@@ -99,6 +104,41 @@ class TraceWriter:
         self._metrics.flush()
         self._ops.flush()
 
+    def add_gantt(self, frame: int, plan: FramePlan, ranks: Sequence[RankFrame]) -> Path:
+        """Write ``plan-vs-actual-frame-<frame>.svg``: the plan replayed on this frame's measured
+        op costs (top) and what replica 0's ranks actually ran (bottom), on one time scale."""
+        replica = [r for r in ranks if r.dp_rank == 0]
+        origin = min(r.wall_start for r in replica)
+        actual = [
+            Span(
+                r.pp_rank,
+                r.wall_start - origin + start,
+                r.wall_start - origin + end,
+                Action(stage, OpKind(kind), mb),
+                stage,
+            )
+            for r in replica
+            for stage, kind, mb, start, end, _ in r.records
+        ]
+        samples = [(stage, kind, end - start) for r in replica for stage, kind, _, start, end, _ in r.records]
+        planned = simulate(
+            plan.orders, plan.placement, costs_from_samples(samples, plan.placement), plan.num_microbatches
+        )
+        actual_end = max((span.end for span in actual), default=0.0)
+        scale = max(planned.makespan, actual_end)
+        top = gantt_svg(
+            planned.spans,
+            plan.placement.num_ranks,
+            title=f"frame {frame}: planned order on measured costs ({plan.policy})",
+            makespan=scale,
+        )
+        bottom = gantt_svg(
+            actual, plan.placement.num_ranks, title=f"frame {frame}: actual (replica 0)", makespan=scale
+        )
+        path = self.directory / f"plan-vs-actual-frame-{frame}.svg"
+        path.write_text(_stack_svgs(top, bottom), encoding="utf-8")
+        return path
+
     def _name_process(self, rank: RankFrame) -> None:
         if rank.rank in self._named:
             return
@@ -125,6 +165,23 @@ class TraceWriter:
         self.write()
         self._metrics.close()
         self._ops.close()
+
+
+def _stack_svgs(top: str, bottom: str) -> str:
+    """One SVG with ``top`` above ``bottom`` (nested <svg> elements keep their own coordinates)."""
+
+    def size(svg: str) -> tuple[float, float]:
+        head = svg[: svg.index(">")]
+        width = float(head.split('width="', 1)[1].split('"', 1)[0])
+        height = float(head.split('height="', 1)[1].split('"', 1)[0])
+        return width, height
+
+    (w1, h1), (w2, h2) = size(top), size(bottom)
+    nested_bottom = bottom.replace("<svg ", f'<svg y="{h1}" ', 1)
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{max(w1, w2)}" height="{h1 + h2}">\n'
+        f"{top}{nested_bottom}</svg>\n"
+    )
 
 
 _COLORS: Final[dict[str, str]] = {
