@@ -33,12 +33,12 @@ class ProgressUpdate:
 
     frame: int
     """Frames completed so far (1-based after the first frame finishes)."""
-    totalFrames: int  # noqa: N815 - wire name, same as status.progress
+    totalFrames: int  # wire name, same as status.progress
     step: int
     """Optimizer steps completed (one per frame)."""
     loss: float
-    samplesPerSecond: float  # noqa: N815
-    etaSeconds: float  # noqa: N815
+    samplesPerSecond: float
+    etaSeconds: float
     """Estimated seconds until the last frame ends; 0 when done."""
 
 
