@@ -1,0 +1,55 @@
+"""Exact min-bottleneck contiguous partitioner against brute force."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from hyperframe_runtime.schedule.ir import ScheduleError
+from hyperframe_runtime.schedule.partition import partition_costs, partition_layers
+
+
+def brute_force(layers: list[float], slow: list[float]) -> float:
+    n, p = len(layers), len(slow)
+    best = float("inf")
+    for cuts in itertools.combinations(range(1, n), p - 1):
+        bounds = (0, *cuts, n)
+        best = min(best, max(slow[s] * sum(layers[bounds[s] : bounds[s + 1]]) for s in range(p)))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_matches_brute_force(seed: int) -> None:
+    rng = random.Random(seed)
+    p = rng.randint(1, 4)
+    layers = [rng.choice([0.5, 1.0, 1.5, 2.0, 3.0]) for _ in range(rng.randint(p, 9))]
+    slow = [rng.choice([1.0, 1.0, 1.5, 1 / 0.6]) for _ in range(p)]
+    result = partition_layers(layers, slow)
+    assert result.bottleneck == pytest.approx(brute_force(layers, slow))
+    assert result.boundaries[0] == 0 and result.boundaries[-1] == len(layers)
+    assert all(a < b for a, b in zip(result.boundaries, result.boundaries[1:], strict=False))
+
+
+def test_a_slow_device_gets_fewer_layers() -> None:
+    result = partition_layers([1.0] * 12, [1.0, 2.0, 1.0])
+    assert [len(result.layers_of(s)) for s in range(3)] == [5, 2, 5]
+    assert result.bottleneck == 5.0
+
+
+def test_partition_costs_sums_layers_per_stage() -> None:
+    part = partition_layers([1.0, 1.0, 2.0, 2.0], [1.0, 1.0])
+    costs = partition_costs(
+        part,
+        layer_forward=[1.0, 1.0, 2.0, 2.0],
+        layer_backward_input=[1.0] * 4,
+        layer_backward_weight=[0.5] * 4,
+        rank_slowdown=[1.0, 1.0],
+    )
+    assert part.boundaries == (0, 2, 4)  # ties go to the earliest cut
+    assert sum(costs.forward) == 6.0 and costs.num_stages == 2
+
+
+def test_too_few_layers() -> None:
+    with pytest.raises(ScheduleError, match="2 layers cannot fill 3 stages"):
+        partition_layers([1.0, 1.0], [1.0, 1.0, 1.0])
