@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import ScheduleError
 
-__all__ = ["Partition", "partition_costs", "partition_layers"]
+__all__ = ["Partition", "partition_costs", "partition_layers", "vshape_partition"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,35 @@ def partition_layers(layer_costs: Sequence[float], rank_slowdown: Sequence[float
     return Partition(boundaries=boundaries, stage_times=times)
 
 
+def vshape_partition(layer_costs: Sequence[float], rank_slowdown: Sequence[float]) -> Partition:
+    """Split into 2p chunks for the V placement (chunks r and 2p-1-r on rank r).
+
+    Each rank gets the layer count of the exact one-per-rank split, cut into two chunks of
+    nearly equal size; laid out in V order the chunks are contiguous. With equal layers the rank
+    loads equal the exact optimum; with unequal layers this is a heuristic.
+    """
+    flat = partition_layers(layer_costs, rank_slowdown)
+    p = len(rank_slowdown)
+    counts = [len(flat.layers_of(r)) for r in range(p)]
+    if min(counts) < 2:
+        raise ScheduleError(
+            f"layer_costs: the V placement needs at least 2 layers per rank; the split gives {counts}"
+        )
+    chunk_rank = [c if c < p else 2 * p - 1 - c for c in range(2 * p)]
+    sizes = [counts[r] // 2 if c < p else counts[r] - counts[r] // 2 for c, r in enumerate(chunk_rank)]
+    boundaries = [0]
+    for size in sizes:
+        boundaries.append(boundaries[-1] + size)
+    prefix = [0.0]
+    for cost in layer_costs:
+        prefix.append(prefix[-1] + cost)
+    times = tuple(
+        rank_slowdown[chunk_rank[c]] * (prefix[boundaries[c + 1]] - prefix[boundaries[c]])
+        for c in range(2 * p)
+    )
+    return Partition(boundaries=tuple(boundaries), stage_times=times)
+
+
 def partition_costs(
     partition: Partition,
     *,
@@ -88,7 +117,7 @@ def partition_costs(
     rank_slowdown: Sequence[float] = (),
     p2p: float = 0.0,
 ) -> CostModel:
-    """The per-stage cost model of a partition (stage s runs on rank s)."""
+    """The per-stage cost model of a partition (``rank_slowdown`` is per rank of the placement)."""
 
     def per_stage(values: Sequence[float]) -> tuple[float, ...]:
         return tuple(sum(values[i] for i in partition.layers_of(s)) for s in range(partition.num_stages))

@@ -1,0 +1,29 @@
+"""Run every benchmark in turn (``make bench``); a failing one is reported and the rest still run.
+
+Each benchmark is a module ``bench.NAME`` with a ``main()``; add yours to BENCHES.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+BENCHES: tuple[str, ...] = ("schedules",)
+
+
+def main() -> int:
+    only = sys.argv[1:]
+    failed = []
+    for name in BENCHES:
+        if only and name not in only:
+            continue
+        print(f"\n=== bench.{name} ===", flush=True)
+        if subprocess.run([sys.executable, "-m", f"bench.{name}"], check=False).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
