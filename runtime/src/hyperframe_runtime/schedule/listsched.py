@@ -47,6 +47,10 @@ class Policy:
     the bottom level being the longest path from the op to the end of the frame. A free rank then
     runs the most critical arrived op, aged by micro-batch index (``period`` 0: pure critical path).
     W ops have the smallest bottom level, so they fill bubbles."""
+    entry_cap: float = 0.0
+    """Above 0, a rank holds at most ``entry_cap * d`` micro-batches that entered its first stage
+    and have not yet reached its next stage ``d`` stages later (the V's warm-up depth, as in ZBV);
+    0 leaves admission to the memory budget alone."""
     lookahead: float = 0.0
     """Leave the rank idle for up to ``lookahead * cost`` of the op it would run, when an op it
     prefers (a deeper forward, or a backward) is known to arrive within that time. Non-delay list
@@ -94,6 +98,7 @@ class Problem:
             for s in range(s_count)
         ]
         self.prev_local = [_prev_local_stage(self, s) for s in range(s_count)]
+        self.next_local_gap = [_next_local_gap(self, s) for s in range(s_count)]
         self.entry = [all(self.stage_rank[t] != self.stage_rank[s] for t in range(s)) for s in range(s_count)]
 
     def due_times(self, policy: Policy) -> list[float]:
@@ -173,6 +178,7 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
     later_need, entry = pr.later_need, pr.entry
     limit = pr.memory_limit * policy.memory_scale + _EPS
     headroom = policy.entry_headroom
+    entry_cap = policy.entry_cap
     last = n_st - 1
     mb_key = _mb_keys(m, policy)
     entry_order = sorted(range(m), key=mb_key.__getitem__)
@@ -210,6 +216,13 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
 
     def admissible(s: int, r: int) -> bool:
         need = used[r] + act[s]
+        if (
+            entry_cap > 0
+            and entry[s]
+            and pr.next_local_gap[s]
+            and pending_later[s] >= entry_cap * pr.next_local_gap[s]
+        ):
+            return False
         if entry[s]:
             reserve = later_need[s]
             for t in local[r]:
@@ -367,6 +380,14 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
     if done != total:
         return None
     return orders, last_end
+
+
+def _next_local_gap(pr: Problem, s: int) -> int:
+    r = pr.stage_rank[s]
+    for t in range(s + 1, pr.num_stages):
+        if pr.stage_rank[t] == r:
+            return t - s
+    return 0
 
 
 def _prev_local_stage(pr: Problem, s: int) -> int:

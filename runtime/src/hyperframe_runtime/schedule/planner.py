@@ -77,8 +77,11 @@ def minimum_memory_limit(costs: CostModel, placement: Placement) -> float:
     return max(_rank_activation(costs, placement))
 
 
-def _rules(ff: bool, dff: bool, dbf: bool, ww: float, eh: float, wf: bool, la: float = 0.0) -> Policy:
+def _rules(
+    ff: bool, dff: bool, dbf: bool, ww: float, eh: float, wf: bool, la: float = 0.0, ec: float = 0.0
+) -> Policy:
     return Policy(
+        entry_cap=ec,
         forward_first=ff,
         deep_forward_first=dff,
         deep_backward_first=dbf,
@@ -95,7 +98,10 @@ def _candidate_policies(split_backward: bool) -> list[Policy]:
     core = [
         _rules(False, True, False, 0.0, 1.0, False),
         _rules(True, True, False, 1.0, 0.0, False),
+        _rules(True, True, False, 1.0, 0.0, False, 1.0, 1.0),
+        _rules(True, True, False, 1.0, 1.0, False, 0.0, 1.0),
         _rules(False, False, False, 0.0, 1.0, False),
+        _rules(True, True, True, 1.0, 1.0, False, 1.0, 1.0),
         Policy(critical_path=True, period=0.25, entry_headroom=1.0),
         _rules(True, True, False, 1.0, 1.0, False),
         _rules(False, False, False, 1.0, 1.0, False),
@@ -108,9 +114,16 @@ def _candidate_policies(split_backward: bool) -> list[Policy]:
     waits = (0.0, 1.0) if split_backward else (0.0,)
     firsts = (False, True) if split_backward else (False,)
     grid = [
-        _rules(ff, dff, dbf, ww, eh, wf, la)
-        for la, eh, ww, wf, ff, dbf, dff in itertools.product(
-            (0.0, 1.0), (1.0, 0.0, 2.0), waits, firsts, (False, True), (False, True), (True, False)
+        _rules(ff, dff, dbf, ww, eh, wf, la, ec)
+        for ec, la, eh, ww, wf, ff, dbf, dff in itertools.product(
+            (0.0, 1.0),
+            (0.0, 1.0),
+            (1.0, 0.0, 2.0),
+            waits,
+            firsts,
+            (False, True),
+            (False, True),
+            (True, False),
         )
     ]
     critical = [
