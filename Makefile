@@ -35,7 +35,7 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
-unit: venv
+unit: venv cluster-build
 	$(PY) -m pytest tests/unit -q
 
 cluster-build:
