@@ -7,12 +7,14 @@ not the absolute times, and expect run-to-run spread of several percent.
 
 What it does, on ``--ranks`` spawned gloo ranks and the built-in GPT:
 
-1. Measure: run ``--warmup`` frames of HyperFrame (unit-cost plan, V-shape placement) and take
-   the per-stage median F, I and W seconds of all ranks (the executor's own op timings).
+1. Measure: run ``--warmup`` frames of HyperFrame (unit-cost plan) and take the per-stage median
+   F, I and W seconds of all ranks (the executor's own op timings). Done twice: on the V-shape
+   split (``hyperframe``, as ZBV) and on one stage per rank (``hyperframe-1``, as 1F1B).
 2. Plan: the HyperFrame planner orders the frame from those costs (what re-planning does).
-3. Race: alternate one frame of HyperFrame, torch ZBVZeroBubble (same V-shape split) and 1F1B
-   (textbook order, one stage per rank) for ``--rounds`` rounds; report each policy's median frame
-   (step) time, and the simulator's prediction for each order on the measured costs.
+3. Race: alternate one frame of each HyperFrame variant, torch ZBVZeroBubble (V-shape) and 1F1B
+   (textbook order, one stage per rank) for ``--rounds`` rounds; report each policy's median
+   frame (step) time, and the simulator's prediction for each order on the V-shape measured
+   costs (pairs of V stages summed for the one-stage-per-rank orders).
 
 All three run through the same executor; each has its own copy of the model and optimizer.
 """
@@ -38,11 +40,14 @@ from hyperframe_runtime.pipeline.frame_loop import FrameLoop
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.simulate import lb_tight, simulate
 
-POLICIES = ("hyperframe", "zbv", "1f1b")
+POLICIES = ("hyperframe", "hyperframe-1", "zbv", "1f1b")
+"""``hyperframe`` plans on the V-shape split (as ZBV); ``hyperframe-1`` on one stage per rank (as 1F1B)."""
 
 
-def _config(args: argparse.Namespace, policy: str) -> TrainConfig:
+def _config(args: argparse.Namespace, name: str) -> TrainConfig:
+    policy, _, stages = name.partition("-")
     return TrainConfig(
+        stages_per_rank=int(stages or 0),
         vocab_size=512,
         seq_len=args.seq_len,
         d_model=args.d_model,
@@ -62,10 +67,11 @@ def _worker(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks, timeout=timedelta(minutes=10))
     loops = {policy: FrameLoop(_config(args, policy)) for policy in POLICIES}
-    hyperframe = loops["hyperframe"]
-    for _ in range(args.warmup):
-        hyperframe.run_frame()
-    plan = hyperframe.replan()
+    for name in ("hyperframe", "hyperframe-1"):
+        for _ in range(args.warmup):
+            loops[name].run_frame()
+        loops[name].replan()
+    plan = loops["hyperframe"].plan
     for policy in ("zbv", "1f1b"):  # the first frame of a schedule includes torch's shape inference
         loops[policy].run_frame()
     times: dict[str, list[float]] = {policy: [] for policy in POLICIES}
@@ -78,7 +84,7 @@ def _worker(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
         predicted = {}
         for policy, loop in loops.items():
             # Replay each order on the measured costs (1F1B's stages are two V stages each).
-            replay_costs = _merge_pairs(costs) if policy == "1f1b" else costs
+            replay_costs = _merge_pairs(costs) if loop.plan.placement.num_stages == args.ranks else costs
             sim = simulate(loop.plan.orders, loop.plan.placement, replay_costs, args.microbatches)
             predicted[policy] = sim.makespan
         result: dict[str, Any] = {
@@ -151,10 +157,10 @@ def main() -> None:
     print(f"measured per-stage costs (ms): {result['measured_costs_ms']}")
     print(f"LB_tight on measured costs: {result['lb_tight_ms']} ms")
     base = result["median_step_ms"]["hyperframe"]
-    print(f"{'policy':<12}{'median step ms':>16}{'vs hyperframe':>15}{'predicted ms':>14}")
+    print(f"{'policy':<14}{'median step ms':>16}{'vs hyperframe':>15}{'predicted ms':>14}")
     for policy in POLICIES:
         median = result["median_step_ms"][policy]
-        print(f"{policy:<12}{median:>16.1f}{median / base:>14.3f}x{result['predicted_ms'][policy]:>14.1f}")
+        print(f"{policy:<14}{median:>16.1f}{median / base:>14.3f}x{result['predicted_ms'][policy]:>14.1f}")
     sys.stdout.flush()
 
 

@@ -10,7 +10,9 @@ from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.pipeline.metrics import RankFrame, frame_metrics
 from hyperframe_runtime.pipeline.planning import (
     FramePlan,
+    choose_plan,
     costs_from_samples,
+    exploration_plans,
     initial_plan,
     orders_digest,
     placement_for,
@@ -99,3 +101,27 @@ def test_frame_metrics_and_trace_files(tmp_path: Path) -> None:
     assert [json.loads(line)["loss"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [
         3.0
     ]
+
+
+def _samples(f: float, i: float, w: float, b: float) -> list[tuple[int, str, float]]:
+    return [(s, kind, cost) for s in range(4) for kind, cost in (("F", f), ("I", i), ("W", w), ("B", b))]
+
+
+def test_choose_plan_keeps_split_backward_only_when_it_pays() -> None:
+    config = TrainConfig(pipeline=2, n_layers=4, microbatches_per_frame=8, replan_every=2)
+    placement = placement_for(config)
+    # Splitting is free (I + W = B): the split plan fills bubbles with W and wins.
+    split = choose_plan(config, placement, _samples(1.0, 1.0, 1.0, 2.0), replans=1)
+    assert split.split_backward and split.replans == 1
+    assert any(a.kind is OpKind.W for acts in split.orders.values() for a in acts)
+    # Splitting costs a second autograd pass (I + W = 1.5 B, as on CPU): fused B wins.
+    fused = choose_plan(config, placement, _samples(1.0, 1.5, 1.5, 2.0), replans=1)
+    assert not fused.split_backward
+    assert {a.kind for acts in fused.orders.values() for a in acts} == {OpKind.F, OpKind.B}
+
+
+def test_hyperframe_explores_split_and_fused_before_the_first_replan() -> None:
+    first = initial_plan(TrainConfig(pipeline=2, n_layers=4, replan_every=2))
+    plans = exploration_plans(TrainConfig(pipeline=2, n_layers=4, replan_every=2), first)
+    assert [p.split_backward for p in plans] == [True, False]
+    assert exploration_plans(TrainConfig(pipeline=2, n_layers=4, replan_every=1), first) == ()

@@ -36,10 +36,10 @@ from hyperframe_runtime.pipeline.metrics import (
 )
 from hyperframe_runtime.pipeline.planning import (
     FramePlan,
-    costs_from_samples,
+    choose_plan,
+    exploration_plans,
     initial_plan,
     orders_digest,
-    plan_from_costs,
 )
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
 from hyperframe_runtime.pipeline.trace import TraceWriter
@@ -75,8 +75,7 @@ def _resume_plan(saved: FramePlan, fresh: FramePlan) -> FramePlan:
 
 def _replan(config: TrainConfig, plan: FramePlan, window: list[RankFrame]) -> FramePlan:
     samples = [(stage, kind, end - start) for rf in window for stage, kind, _, start, end, _ in rf.records]
-    costs = costs_from_samples(samples, plan.placement)
-    new = plan_from_costs(config, plan.placement, costs, replans=plan.replans + 1)
+    new = choose_plan(config, plan.placement, samples, replans=plan.replans + 1)
     digests: list[str | None] = [None] * dist.get_world_size()
     dist.all_gather_object(digests, orders_digest(new.orders))
     if len(set(digests)) != 1:
@@ -104,7 +103,8 @@ class FrameLoop:
         groups = build_groups(self.topology)
         torch.manual_seed(config.seed)
 
-        self.plan = initial_plan(config)
+        fresh = initial_plan(config)
+        self.plan = fresh
         stages = self.plan.placement.stages_of(self.topology.pp_rank)
         num_stages = self.plan.placement.num_stages
         self.modules: dict[int, nn.Module] = {
@@ -135,6 +135,7 @@ class FrameLoop:
         self.is_reporter = self.topology.rank == 0
         self.trace = TraceWriter(config.trace_dir) if config.trace_dir and self.is_reporter else None
         self.result = TrainResult(start_frame=self.frames_done)
+        self._explore = exploration_plans(config, fresh) if self.plan.replans == 0 else ()
         self._window: list[RankFrame] = []
         self._frames_on_plan = 0
 
@@ -148,6 +149,10 @@ class FrameLoop:
         """Run the next frame; ``step=False`` leaves the frame's gradients unapplied (tests)."""
         config, topology = self.config, self.topology
         frame = self.frames_done
+        if self._explore and self.plan.replans == 0:
+            explore = self._explore[frame % len(self._explore)]
+            if explore.orders != self.plan.orders:
+                self.set_plan(explore)
         samples = config.microbatches_per_frame * config.micro_batch_size
         inputs, targets = self.spec.make_batch(frame, topology.dp_rank, samples)
         reset_peak_memory(self.device)

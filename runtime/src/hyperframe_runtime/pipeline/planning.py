@@ -28,7 +28,9 @@ from hyperframe_runtime.schedule.planner import plan as plan_orders
 __all__ = [
     "BASELINE_OF_POLICY",
     "FramePlan",
+    "choose_plan",
     "costs_from_samples",
+    "exploration_plans",
     "initial_plan",
     "orders_digest",
     "placement_for",
@@ -58,6 +60,8 @@ class FramePlan:
     """The costs this plan was made from (hyperframe only)."""
     replans: int = 0
     """How many times the order was re-planned from measured costs before this plan."""
+    split_backward: bool = True
+    """Whether the order splits backwards into I and W (else fused B ops)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +72,7 @@ class FramePlan:
             "predicted_makespan": self.predicted_makespan,
             "costs": self.costs.to_mapping() if self.costs is not None else None,
             "replans": self.replans,
+            "split_backward": self.split_backward,
         }
 
     @classmethod
@@ -81,6 +86,7 @@ class FramePlan:
             predicted_makespan=float(data.get("predicted_makespan", 0.0)),
             costs=CostModel.from_mapping(costs) if costs else None,
             replans=int(data.get("replans", 0)),
+            split_backward=bool(data.get("split_backward", True)),
         )
 
 
@@ -94,15 +100,21 @@ def placement_for(config: TrainConfig) -> Placement:
 
 
 def plan_from_costs(
-    config: TrainConfig, placement: Placement, costs: CostModel, *, replans: int = 0
+    config: TrainConfig,
+    placement: Placement,
+    costs: CostModel,
+    *,
+    replans: int = 0,
+    split_backward: bool = True,
 ) -> FramePlan:
-    """The hyperframe planner's order for ``costs``."""
+    """The hyperframe planner's order for ``costs`` (fused B ops when ``split_backward`` is off)."""
     result = plan_orders(
         costs,
         placement,
         config.microbatches_per_frame,
         memory_limit=float(config.memory_limit) if config.memory_limit else None,
         time_budget_s=config.planner_time_budget_s or 0.2,
+        split_backward=split_backward,
     )
     return FramePlan(
         policy=config.policy,
@@ -112,7 +124,46 @@ def plan_from_costs(
         predicted_makespan=result.predicted_makespan,
         costs=costs,
         replans=replans,
+        split_backward=split_backward,
     )
+
+
+def exploration_plans(config: TrainConfig, first: FramePlan) -> tuple[FramePlan, ...]:
+    """The plans the frames before the first re-plan alternate between (hyperframe only).
+
+    Splitting a backward into I and W lets the planner fill bubbles with W, but costs a second
+    autograd pass, which on some devices (notably CPUs) costs more than the bubbles it fills.
+    So until the first re-plan the frames alternate between the split plan and a fused-B plan;
+    re-planning then has measured costs for both and keeps the faster (see
+    :func:`choose_plan`). With ``replan_every`` 1 there is no room to explore: split only.
+    """
+    if config.policy != "hyperframe" or config.replan_every < 2:
+        return ()
+    uniform = CostModel.uniform(first.placement.num_stages)
+    return first, plan_from_costs(config, first.placement, uniform, split_backward=False)
+
+
+def choose_plan(
+    config: TrainConfig, placement: Placement, samples: Iterable[tuple[int, str, float]], *, replans: int
+) -> FramePlan:
+    """Plan from measured ``(stage, kind, seconds)`` samples; when both split (I, W) and fused (B)
+    backwards were measured, plan both ways and keep the shorter predicted frame."""
+    samples = list(samples)
+    kinds = {kind for _, kind, _ in samples}
+    candidates = []
+    if kinds & {OpKind.I.value, OpKind.W.value} or OpKind.B.value not in kinds:
+        split = [x for x in samples if x[1] != OpKind.B.value]
+        candidates.append(
+            plan_from_costs(config, placement, costs_from_samples(split, placement), replans=replans)
+        )
+    if OpKind.B.value in kinds:
+        fused = [x for x in samples if x[1] in (OpKind.F.value, OpKind.B.value)]
+        candidates.append(
+            plan_from_costs(
+                config, placement, costs_from_samples(fused, placement), replans=replans, split_backward=False
+            )
+        )
+    return min(candidates, key=lambda plan: plan.predicted_makespan)
 
 
 def initial_plan(config: TrainConfig) -> FramePlan:
