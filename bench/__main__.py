@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-BENCHES: tuple[str, ...] = ("schedules",)
+BENCHES: tuple[str, ...] = ("schedules", "cluster_startup")
 
 
 def main() -> int:
