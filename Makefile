@@ -66,4 +66,5 @@ images: venv
 	bash images/build.sh
 
 clean:
+	-test -x $(PY) && $(PY) -m hyperframe_devcluster down
 	rm -rf $(VENV) .cluster
