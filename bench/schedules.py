@@ -213,7 +213,8 @@ def _layer_costs(
 
 
 def planner_time(p: int, m: int, placement: Placement, repeats: int = 3) -> float:
-    costs = CostModel.uniform(placement.num_stages, f=1.0 / (placement.num_stages // p))
+    share = 1.0 / (placement.num_stages // p)
+    costs = CostModel.uniform(placement.num_stages, f=share, i=share, w=share)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -29,6 +29,15 @@ def half_chunks(p: int, **kw: float) -> CostModel:
         (Placement.vshape(4), half_chunks(4)),
         (Placement.looped(4, 2), half_chunks(4, p2p=0.3)),
         (Placement.one_per_rank(3), CostModel.uniform(3, rank_slowdown=(1.0, 1.5, 1.0), p2p=0.2)),
+        (
+            Placement.one_per_rank(3),
+            CostModel(
+                forward=(1.0, 1.0, 1.0),
+                backward_input=(1.0, 1.0, 1.0),
+                backward_weight=(1.0, 1.0, 1.0),
+                allreduce=(2.0, 0.5, 3.0),
+            ),
+        ),
     ],
 )
 @pytest.mark.parametrize("m", [1, 4, 9])

@@ -13,7 +13,7 @@ import random
 
 from hyperframe_runtime.schedule.listsched import Problem
 
-__all__ = ["Replay", "improve", "replay"]
+__all__ = ["Replay", "improve", "predecessors_of", "replay"]
 
 _EPS = 1e-9
 
@@ -37,7 +37,7 @@ class Replay:
         return (round(self.makespan, 9), round(sum(self.finish), 9))
 
 
-def _predecessors(pr: Problem) -> list[tuple[int, ...]]:
+def predecessors_of(pr: Problem) -> list[tuple[int, ...]]:
     n_st, m = pr.num_stages, pr.m
     block = n_st * m
     last = n_st - 1
@@ -141,7 +141,7 @@ def improve(
     pr: Problem, orders: list[list[int]], evaluations: int, seed: int = 0
 ) -> tuple[list[list[int]], float]:
     """Locally improve ``orders`` within ``evaluations`` replays; return the best and its makespan."""
-    preds = _predecessors(pr)
+    preds = predecessors_of(pr)
     current = replay(pr, orders, preds)
     if current is None:
         raise ValueError("improve() needs deadlock-free starting orders")

@@ -202,7 +202,7 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
     n_ranks = pr.num_ranks
     fwd: list[list[int]] = [[] for _ in range(n_ranks)]
     bwd: list[list[int]] = [[] for _ in range(n_ranks)]
-    wgt: list[list[int]] = [[] for _ in range(n_ranks)]
+    wgt: list[list[tuple[float, int, int]]] = [[] for _ in range(n_ranks)]
     local = [pr.placement.stages_of(r) for r in range(n_ranks)]
     free_at = [0.0] * n_ranks
     used = [0.0] * n_ranks
@@ -301,7 +301,7 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
             if best_f >= 0 and due[best_f] < best_due:
                 chosen, best_due = best_f, due[best_f]
             if wgt[r]:
-                w = min(wgt[r], key=due.__getitem__)
+                w = wgt[r][0][2]
                 if due[w] < best_due or (chosen < 0 and (f_cands or nxt - t >= weight_wait * cost[w] - _EPS)):
                     chosen = w
                 elif chosen < 0:
@@ -311,15 +311,15 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
             chosen = best_f
         elif forward_first and f_cands and wgt[r]:
             # An arrived forward waits for memory: run the W that frees it (ZBV's F-I-W rhythm).
-            chosen = min(wgt[r], key=lambda o: mb_key[o % m])
+            chosen = wgt[r][0][2]
         elif best_b is not None:
             chosen = best_b[1]
         elif weight_first and wgt[r]:
-            chosen = min(wgt[r], key=lambda o: mb_key[o % m])
+            chosen = wgt[r][0][2]
         elif best_f >= 0:
             chosen = best_f
         elif wgt[r]:
-            w = min(wgt[r], key=lambda o: mb_key[o % m])
+            w = wgt[r][0][2]
             if f_cands or nxt - t >= weight_wait * cost[w] - _EPS:
                 chosen = w
             else:
@@ -362,7 +362,7 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
                 used[r] -= act[s]
                 succs = (block + rest - m,) if s > 0 else ()
         else:
-            wgt[r].remove(chosen)
+            heapq.heappop(wgt[r])  # the chosen W is always the heap's minimum
             used[r] -= act[s]
             succs = ()
         for o in succs:
@@ -373,7 +373,11 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
             npred[o] -= 1
             if npred[o] == 0:
                 k = o // block
-                (fwd if k == 0 else bwd if k == 1 else wgt)[o_rank].append(o)
+                if k == 2:
+                    # Heap by the policy's W key; the counter keeps equal keys first-come first-served.
+                    push(wgt[o_rank], (due[o] if due is not None else mb_key[o % m], done, o))
+                else:
+                    (fwd if k == 0 else bwd)[o_rank].append(o)
                 if o_rank != r:
                     at = ready_at[o] if ready_at[o] > free_at[o_rank] else free_at[o_rank]
                     push(events, (at, o_rank))

@@ -24,6 +24,7 @@ from hyperframe_runtime.schedule.validate import (
 __all__ = [
     "SimResult",
     "Span",
+    "allreduce_finish",
     "critical_path",
     "earliest_start",
     "lb_tight",
@@ -137,22 +138,15 @@ def simulate(orders: Orders, placement: Placement, costs: CostModel, num_microba
     if any(pointer[r] < len(orders[r]) for r in orders):
         check_deadlock(orders, placement)  # raises with the grid
         raise AssertionError("replay stuck but the dependency check found no deadlock")
-    finish_at = dict(free_at)
     last_grad: dict[int, float] = {}
     for a, t in end.items():
         if a.kind in (OpKind.W, OpKind.B):
             last_grad[a.stage] = max(last_grad.get(a.stage, 0.0), t)
-    stream = dict.fromkeys(orders, 0.0)
-    for stage in sorted(last_grad, key=lambda s: (last_grad[s], s)):
-        cost = costs.allreduce_of(stage)
-        if cost <= 0:
-            continue
-        rank = stage_rank[stage]
-        begin = max(stream[rank], last_grad[stage])
-        stream[rank] = begin + cost
-        finish_at[rank] = max(finish_at[rank], stream[rank])
-        spans.append(Span(rank, begin, begin + cost, None, stage))
-    makespan = max(finish_at.values(), default=0.0)
+    finish_at, reduce_spans = allreduce_finish(
+        [free_at[r] for r in range(placement.num_ranks)], last_grad, costs, placement
+    )
+    spans.extend(reduce_spans)
+    makespan = max(finish_at, default=0.0)
     busy = [0.0] * placement.num_ranks
     for span in spans:
         if span.action is not None:
@@ -167,6 +161,29 @@ def simulate(orders: Orders, placement: Placement, costs: CostModel, num_microba
         spans=tuple(spans),
         num_ranks=placement.num_ranks,
     )
+
+
+def allreduce_finish(
+    compute_end: list[float], last_grad: dict[int, float], costs: CostModel, placement: Placement
+) -> tuple[list[float], list[Span]]:
+    """Each rank's finish time once its stages' DP all-reduces ran on its comm stream.
+
+    A stage's all-reduce starts when its last W (or B) ends (``last_grad``) and the rank's comm
+    stream is free; stages are reduced in the order they finish.
+    """
+    finish = list(compute_end)
+    stream = [0.0] * placement.num_ranks
+    spans: list[Span] = []
+    for stage in sorted(last_grad, key=lambda s: (last_grad[s], s)):
+        cost = costs.allreduce_of(stage)
+        if cost <= 0:
+            continue
+        rank = placement.stage_to_rank[stage]
+        begin = max(stream[rank], last_grad[stage])
+        stream[rank] = begin + cost
+        finish[rank] = max(finish[rank], stream[rank])
+        spans.append(Span(rank, begin, begin + cost, None, stage))
+    return finish, spans
 
 
 def rank_work(costs: CostModel, placement: Placement, num_microbatches: int) -> tuple[float, ...]:

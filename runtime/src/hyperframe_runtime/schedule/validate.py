@@ -110,47 +110,41 @@ def check_structure(orders: Orders, placement: Placement, num_microbatches: int)
             f"orders name ranks {unknown} but the placement has ranks 0..{placement.num_ranks - 1}"
         )
     seen: dict[Action, tuple[int, int]] = {}
+    n_stages = placement.num_stages
     for rank in sorted(orders):
         for step, a in enumerate(orders[rank]):
-            where = f"rank {rank} step {step}: {a}"
-            if a.stage >= placement.num_stages:
-                raise _fail(
-                    f"{where} names stage {a.stage} but there are {placement.num_stages} stages",
-                    orders,
-                    [(rank, step)],
-                )
-            if a.microbatch >= num_microbatches:
-                raise _fail(
-                    f"{where} names micro-batch {a.microbatch} but there are {num_microbatches}",
-                    orders,
-                    [(rank, step)],
-                )
-            owner = placement.stage_to_rank[a.stage]
-            if owner != rank:
-                raise _fail(
-                    f"{where} is on the wrong rank: stage {a.stage} belongs to rank {owner}",
-                    orders,
-                    [(rank, step)],
-                )
+            problem = None
+            if a.stage >= n_stages:
+                problem = f"names stage {a.stage} but there are {n_stages} stages"
+            elif a.microbatch >= num_microbatches:
+                problem = f"names micro-batch {a.microbatch} but there are {num_microbatches}"
+            elif placement.stage_to_rank[a.stage] != rank:
+                problem = f"is on the wrong rank: stage {a.stage} belongs to rank {placement.stage_to_rank[a.stage]}"
+            if problem is not None:
+                raise _fail(f"rank {rank} step {step}: {a} {problem}", orders, [(rank, step)])
             if a in seen:
-                raise _fail(f"{where} appears twice", orders, [seen[a], (rank, step)])
+                raise _fail(f"rank {rank} step {step}: {a} appears twice", orders, [seen[a], (rank, step)])
             seen[a] = (rank, step)
-    for s in range(placement.num_stages):
+    kinds_of: dict[tuple[int, int], set[OpKind]] = {}
+    for a in seen:
+        kinds_of.setdefault((a.stage, a.microbatch), set()).add(a.kind)
+    full = {OpKind.F, OpKind.I, OpKind.W}
+    for s in range(n_stages):
         rank = placement.stage_to_rank[s]
         for mb in range(num_microbatches):
-            has = {k for k in OpKind if k.is_compute and Action(s, k, mb) in seen}
-            problem = None
+            has = kinds_of.get((s, mb), set())
+            if has == full or has == {OpKind.F, OpKind.B}:
+                continue
             if OpKind.F not in has:
                 problem = f"{Action(s, OpKind.F, mb)} is missing"
-            elif OpKind.B in has and has & {OpKind.I, OpKind.W}:
+            elif OpKind.B in has:
                 problem = f"stage {s} micro-batch {mb} has both B and I/W; use B alone or I and W"
-            elif OpKind.B not in has and has != {OpKind.F, OpKind.I, OpKind.W}:
+            else:
                 missing = [str(Action(s, k, mb)) for k in (OpKind.I, OpKind.W) if k not in has]
                 problem = (
                     f"{' and '.join(missing)} missing: each micro-batch needs B, or I and W, on every stage"
                 )
-            if problem is not None:
-                raise _fail(f"rank {rank}: {problem}", orders, [])
+            raise _fail(f"rank {rank}: {problem}", orders, [])
 
 
 def check_deadlock(orders: Orders, placement: Placement) -> None:
