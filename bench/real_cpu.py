@@ -7,10 +7,12 @@ not the absolute times, and expect run-to-run spread of several percent.
 
 What it does, on ``--ranks`` spawned gloo ranks and the built-in GPT:
 
-1. Measure: run ``--warmup`` frames of HyperFrame (unit-cost plan) and take the per-stage median
-   F, I and W seconds of all ranks (the executor's own op timings). Done twice: on the V-shape
+1. Measure: run ``--warmup`` frames of HyperFrame (unit-cost plans, alternating split I/W and
+   fused B backwards) and take the per-stage median F, I, W and B seconds of all ranks (the
+   executor's own op timings). Done twice: on the V-shape
    split (``hyperframe``, as ZBV) and on one stage per rank (``hyperframe-1``, as 1F1B).
-2. Plan: the HyperFrame planner orders the frame from those costs (what re-planning does).
+2. Plan: the HyperFrame planner orders the frame from those costs, split and fused, and keeps the
+   shorter predicted frame (exactly what re-planning does in training).
 3. Race: alternate one frame of each HyperFrame variant, torch ZBVZeroBubble (V-shape) and 1F1B
    (textbook order, one stage per rank) for ``--rounds`` rounds; report each policy's median
    frame (step) time, and the simulator's prediction for each order on the V-shape measured
@@ -58,6 +60,7 @@ def _config(args: argparse.Namespace, name: str) -> TrainConfig:
         microbatches_per_frame=args.microbatches,
         micro_batch_size=args.micro_batch_size,
         frames=10**6,
+        replan_every=args.warmup,  # hyperframe explores split and fused backwards until then
         seed=1,
     )
 
@@ -102,6 +105,9 @@ def _worker(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
                 "I": [round(1e3 * c, 3) for c in costs.backward_input],
                 "W": [round(1e3 * c, 3) for c in costs.backward_weight],
             },
+            "hyperframe_split_backward": {
+                n: loops[n].plan.split_backward for n in ("hyperframe", "hyperframe-1")
+            },
             "lb_tight_ms": round(1e3 * lb_tight(costs, plan.placement, args.microbatches), 3),
             "predicted_ms": {p: round(1e3 * v, 3) for p, v in predicted.items()},
             "median_step_ms": {p: round(1e3 * statistics.median(v), 3) for p, v in times.items()},
@@ -135,7 +141,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=4, help="frames measured before planning (>= 2)")
     parser.add_argument("--microbatches", type=int, default=8)
     parser.add_argument("--micro-batch-size", type=int, default=4)
     parser.add_argument("--d-model", type=int, default=128)
