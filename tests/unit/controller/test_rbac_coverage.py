@@ -31,7 +31,7 @@ class _RecordingClient:
     def param_serialize(self, *, method: str, resource_path: str, **_: Any) -> tuple[str, str]:
         return method, resource_path
 
-    def call_api(self, method: str, path: str) -> _Response:
+    def call_api(self, method: str, path: str, **_: Any) -> _Response:
         self.requests.append((method, path))
         return _Response()
 

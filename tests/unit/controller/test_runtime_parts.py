@@ -190,3 +190,31 @@ def test_progress_url_and_event_shape() -> None:
     body = event_body(job, Event(type=EventType.WARNING, reason="PodFailed", message="x" * 5000))
     assert body["involvedObject"]["uid"] == "u" and body["type"] == "Warning"
     assert len(body["message"]) == 1024 and body["metadata"]["generateName"] == "j."
+
+
+def test_a_key_that_asks_to_run_again_at_once_cannot_starve_the_loop() -> None:
+    async def scenario() -> tuple[int, bool]:
+        spins = 0
+        other_ran = asyncio.Event()
+
+        async def work(key: str) -> float | None:
+            nonlocal spins
+            if key == "spinner":
+                spins += 1
+                return 0.0  # no I/O and "again now": must not monopolise the event loop
+            other_ran.set()
+            return None
+
+        queue: WorkQueue[str] = WorkQueue(work, concurrency=1)
+        queue.start()
+        queue.add("spinner")
+        await asyncio.sleep(0.01)
+        queue.add("other")
+        await asyncio.wait_for(other_ran.wait(), timeout=1)
+        await asyncio.sleep(0.2)
+        await queue.stop()
+        return spins, other_ran.is_set()
+
+    spins, other_ran = asyncio.run(scenario())
+    assert other_ran
+    assert spins < 20, f"the key was re-run {spins} times in 0.2 s"

@@ -314,3 +314,10 @@ def test_hold_keeps_the_plan_but_creates_nothing_and_tells_once() -> None:
     assert "RuntimeNotFound" in reasons(held)
     again = hold(run(job(), held.status, now_s=15), "RuntimeNotFound", held.status.message, recheck_after=15)
     assert "RuntimeNotFound" not in reasons(again)
+
+
+def test_a_finished_pod_on_a_not_ready_node_never_asks_for_an_immediate_requeue() -> None:
+    pods = [Pod(0).on("n1").running().obj(), Pod(1).on("n2").exited(0).obj()]
+    nodes = {**NODES, "n2": not_ready("n2", since=at(0))}
+    plan = run(job(), started(phase=Phase.RUNNING), pods, nodes=nodes, now_s=100)
+    assert plan.requeue_after is None or plan.requeue_after >= 0.5

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
+import signal
 import sys
 
 import kopf
@@ -14,6 +16,8 @@ from .handlers import build_registry
 
 
 def main() -> int:
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: what a stuck operator is doing.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         config = OperatorConfig.from_env(os.environ)
     except ConfigError as exc:
@@ -28,6 +32,11 @@ def main() -> int:
         # kopf logs every handled watch event at INFO; the controller logs the transitions instead.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     controller = Controller(config)
+    try:
+        controller.metrics.serve(config.metrics_port)
+    except OSError as exc:
+        print(f"hyperframe operator: metrics port {config.metrics_port}: {exc}", file=sys.stderr)
+        return 2
     kopf.run(
         registry=build_registry(controller),
         clusterwide=not config.namespaces,

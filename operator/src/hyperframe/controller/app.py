@@ -42,17 +42,16 @@ class Controller:
             workers=config.workers,
             metrics=self.metrics,
         )
+        self.progress = ProgressServer(
+            kube=self.kube, caches=self.caches, config=config, metrics=self.metrics
+        )
+        await self.progress.start()  # binds first: a taken port fails the start before any work
         await self._prime(self.kube)
         reconciler = Reconciler(kube=self.kube, caches=self.caches, config=config, metrics=self.metrics)
         self.queue = WorkQueue(reconciler, concurrency=config.workers, on_error=self._on_error)
         self.queue.start()
         self.metrics.watch_pod_phases(self.caches.pod_count)
         self.metrics.queue_depth.set_function(lambda: float(len(self.queue or ())))
-        self.metrics.serve(config.metrics_port)
-        self.progress = ProgressServer(
-            kube=self.kube, caches=self.caches, config=config, metrics=self.metrics
-        )
-        await self.progress.start()
         log.info("operator started: %s", config)
 
     async def _prime(self, kube: KubeApi) -> None:

@@ -33,7 +33,10 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
         settings.peering.name = config.peering_name or "default"
         settings.peering.priority = config.priority or random.randint(1, 1_000_000)
         settings.peering.stealth = True
-        await controller.start()
+        try:
+            await controller.start()
+        except OSError as exc:  # a port in use: retrying in a minute would not help
+            raise kopf.PermanentError(f"operator cannot start: {exc}") from exc
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(**_: Any) -> None:

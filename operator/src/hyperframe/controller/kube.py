@@ -27,6 +27,9 @@ __all__ = ["ApiError", "Conflict", "KubeApi", "load_api_client"]
 log = logging.getLogger("hyperframe.controller.kube")
 
 _JSON = "application/json"
+# (connect, read) seconds: a request to a struggling API server fails and is retried by the work
+# queue instead of holding a thread forever.
+_REQUEST_TIMEOUT = (10.0, 60.0)
 _MERGE_PATCH = "application/merge-patch+json"
 _JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{JOB_PLURAL}"
 
@@ -84,7 +87,7 @@ class KubeApi:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = self._api_client.call_api(*request)
+        response = self._api_client.call_api(*request, _request_timeout=_REQUEST_TIMEOUT)
         data = response.read() or b""
         if not 200 <= response.status <= 299:
             kind = Conflict if response.status == 409 else ApiError

@@ -24,6 +24,7 @@ from .status import ConditionType, JobStatus, Phase, set_condition
 __all__ = ["hold", "invalid", "reconcile"]
 
 C = ConditionType
+_MIN_REQUEUE_SECONDS = 0.5
 
 
 @dataclass(kw_only=True)
@@ -72,7 +73,9 @@ class _Draft:
         self.deletions[pod.name] = PodDeletion(name=pod.name, force=force)
 
     def after(self, seconds: float) -> None:
-        self.requeue.append(max(seconds, 0.0))
+        # Never "again right now": whatever is due now is already in this plan, and a zero requeue
+        # of an unchanged job would spin.
+        self.requeue.append(max(seconds, _MIN_REQUEUE_SECONDS))
 
     def plan(self) -> Plan:
         return Plan(
@@ -129,7 +132,7 @@ def _force_stuck(
         if pod.deleting_since is not None:
             d.after(settings.terminating_grace_seconds - (d.now - pod.deleting_since).total_seconds())
         node = nodes.get(pod.node) if pod.node else None
-        if node is not None and not node.ready and node.since is not None:
+        if node is not None and not node.ready and node.since is not None and pod.active:
             d.after(settings.node_not_ready_grace_seconds - (d.now - node.since).total_seconds())
 
 

@@ -21,6 +21,7 @@ K = TypeVar("K", bound=Hashable)
 
 _ERROR_BACKOFF_BASE = 0.5
 _ERROR_BACKOFF_MAX = 60.0
+_MIN_REQUEUE_SECONDS = 0.05
 
 
 class WorkQueue(Generic[K]):
@@ -118,4 +119,6 @@ class WorkQueue(Generic[K]):
                 self._dirty.discard(key)
                 self.add(key)
             elif requeue is not None:
-                self.add(key, requeue)
+                self.add(key, max(requeue, _MIN_REQUEUE_SECONDS))
+            # A reconcile that needed no I/O never yielded; let the watches and other keys run.
+            await asyncio.sleep(0)
