@@ -182,7 +182,7 @@ def main() -> None:
         rows[name] = {
             "makespan_ms": round(1e3 * sim.makespan, 3),
             "vs_lb_tight": round(sim.makespan / bound, 4),
-            "peak_activation_mib": round(max(sim.peak_memory), 1),
+            "peak_activation": round(max(sim.peak_memory), 1),
         }
 
     hf = plan(costs, Placement.vshape(p), m)
@@ -211,7 +211,10 @@ def main() -> None:
         "ranks": p,
         "microbatches": m,
         "stages_ms": [{k: round(1e3 * v, 3) for k, v in st.items() if k != "act_bytes"} for st in per_stage],
-        "activation_mib_per_microbatch": [round(a, 2) for a in act],
+        "activation_mib_per_microbatch": [round(a, 2) for a in act] if device.type == "cuda" else None,
+        "peak_activation_unit": "MiB per rank"
+        if device.type == "cuda"
+        else "in-flight micro-batch-stages per rank",
         "p2p_ms": round(1e3 * p2p, 4),
         "lb_tight_ms": round(1e3 * lb_tight(costs, Placement.vshape(p), m), 3),
         "replay": rows,
