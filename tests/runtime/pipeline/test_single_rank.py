@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 import torch.distributed as dist
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.pipeline.frame_loop import train
@@ -42,3 +43,19 @@ def test_built_in_gpt_loss_falls_within_a_few_frames(policy: str) -> None:
     assert losses[-1] < losses[0] - 0.2, f"loss did not fall: {losses}"
     if policy == "hyperframe":
         assert result.plans[-1].replans == 1  # re-planned once from measured costs, after frame 3
+
+
+@pytest.mark.gpu
+def test_bf16_autocast_on_cuda_learns(tmp_path: Path) -> None:
+    """On a GPU the stages run under bf16 autocast (LayerNorm and loss fp32) and still learn."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: the bf16 autocast path only runs on cuda")
+    dist.init_process_group("nccl", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        config = TrainConfig(device="cuda", frames=6, microbatches_per_frame=4, micro_batch_size=4, lr=3e-3)
+        result = train(config, device=torch.device("cuda", 0))
+    finally:
+        dist.destroy_process_group()
+    losses = [m.loss for m in result.metrics]
+    assert losses[-1] < losses[0] - 0.2, f"loss did not fall: {losses}"
+    assert result.metrics[-1].peak_memory_bytes > 0
