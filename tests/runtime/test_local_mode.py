@@ -32,11 +32,13 @@ def _local(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]
     )
 
 
-def _edited_example(tmp_path: Path, name: str, smoke: dict[str, Any]) -> Path:
+def _edited_example(tmp_path: Path, name: str, smoke: dict[str, Any], frames: int | None = None) -> Path:
     docs = list(yaml.safe_load_all((REPO / "examples" / f"{name}.yaml").read_text()))
     for doc in docs:
         if doc["kind"] == "HyperFrameRuntime":
             doc["spec"]["smoke"].update(smoke)
+        if doc["kind"] == "HyperFrameJob" and frames is not None:
+            doc["spec"]["frames"]["frames"] = frames
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     return path
@@ -92,16 +94,10 @@ def _marked(workdir: Path) -> list[int]:
 
 
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    job = _edited_example(tmp_path, "cpu-2node", {}, frames=1_000_000)  # still training when stopped
+    workdir = tmp_path / "work"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hyperframe.cli",
-            "local",
-            "examples/cpu-2node.yaml",
-            "--workdir",
-            str(tmp_path),
-        ],
+        [sys.executable, "-m", "hyperframe.cli", "local", str(job), "--workdir", str(workdir)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -110,18 +106,18 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     assert proc.stdout is not None
     seen = []
     deadline = time.monotonic() + 600
-    for line in proc.stdout:  # wait until training ranks exist
+    for line in proc.stdout:  # wait until the ranks are training
         seen.append(line)
-        if "[node 1 train]" in line or time.monotonic() > deadline:
+        if parse_progress_line(line) is not None or time.monotonic() > deadline:
             break
-    assert any("[node 1 train]" in line for line in seen), "".join(seen)
-    assert _marked(tmp_path), "expected running node processes"
+    assert any(parse_progress_line(line) for line in seen), "".join(seen)
+    assert len(_marked(workdir)) >= 6, "expected 2 launchers and 4 ranks running"
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, "".join(seen) + rest
     assert "== interrupted: stopping every node" in rest
-    results = [json.loads(p.read_text()) for p in tmp_path.glob("launch-node*.json")]
+    results = [json.loads(p.read_text()) for p in workdir.glob("launch-node*.json")]
     assert results, "the launchers must write their result when stopped"
     assert all(not r["ok"] and "signal" in r["reason"] for r in results), results
     time.sleep(0.5)
-    assert _marked(tmp_path) == [], "orphan processes left behind"
+    assert _marked(workdir) == [], "orphan processes left behind"
