@@ -26,7 +26,7 @@ from hyperframe_runtime.smoke.host_checks import check_host
 from hyperframe_runtime.smoke.outcome import Failure, RankRecord, rank_ranges
 from hyperframe_runtime.smoke.probe import DeviceProbe
 from hyperframe_runtime.smoke.summary import build_report
-from hyperframe_runtime.smoke.worker import record_key, run_rank
+from hyperframe_runtime.smoke.worker import STAGES, StageSlots, record_key, run_rank
 
 __all__ = ["NodeResult", "run_node", "store_host"]
 
@@ -99,22 +99,24 @@ def run_node(config: GateConfig, probe: DeviceProbe) -> NodeResult:
 class _Ranks:
     procs: dict[int, multiprocessing.process.BaseProcess]
     messages: multiprocessing.queues.Queue  # type: ignore[type-arg]
+    stages: StageSlots
 
 
 def _start_ranks(config: GateConfig, probe: DeviceProbe) -> _Ranks:
     context = multiprocessing.get_context("fork")
     messages = context.Queue()
+    stages: StageSlots = context.Array("b", config.nproc_per_node, lock=False)
     procs: dict[int, multiprocessing.process.BaseProcess] = {
         lr: context.Process(
             target=run_rank,
-            args=(lr, config, probe, messages),
+            args=(lr, config, probe, messages, stages),
             name=f"hyperframe-smoke-rank-{config.global_rank(lr)}",
         )
         for lr in range(config.nproc_per_node)
     }
     for proc in procs.values():
         proc.start()
-    return _Ranks(procs=procs, messages=messages)
+    return _Ranks(procs=procs, messages=messages, stages=stages)
 
 
 def _stop(ranks: _Ranks) -> None:
@@ -194,16 +196,15 @@ def _supervise(
     try:
         while len(results) < len(procs) and failure is None:
             try:
-                kind, local_rank, payload = messages.get(timeout=_POLL_S)
+                local_rank, payload = messages.get(timeout=_POLL_S)
+                results[local_rank] = RankRecord.from_json(payload)
             except queue.Empty:
                 pass
-            else:
-                if kind == "stage":
-                    stages[local_rank] = (payload, time.monotonic())
-                else:
-                    results[local_rank] = RankRecord.from_json(payload)
-                continue
             now = time.monotonic()
+            for local_rank, (stage, _) in list(stages.items()):
+                current = STAGES[ranks.stages[local_rank]]
+                if current != stage:
+                    stages[local_rank] = (current, now)
             for local_rank, (stage, since) in stages.items():
                 if local_rank in results:
                     continue

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import Final
+from typing import Final, Protocol
 
 import torch
 import torch.distributed as dist
@@ -30,12 +30,22 @@ from hyperframe_runtime.smoke.config import GateConfig
 from hyperframe_runtime.smoke.outcome import Failure, RankRecord, rank_ranges
 from hyperframe_runtime.smoke.probe import DeviceProbe
 
-__all__ = ["STAGES", "record_key", "run_rank"]
+__all__ = ["STAGES", "StageSlots", "record_key", "run_rank"]
 
 STAGES: Final = ("start", "devices", "rendezvous", "group-init", "allreduce", "teardown")
 """The steps a rank announces, in order; the agent holds a time budget for each."""
 
-Messages = multiprocessing.queues.Queue  # of ("stage", local_rank, stage) | ("result", local_rank, json)
+Messages = multiprocessing.queues.Queue  # of (local_rank, record json)
+
+
+class StageSlots(Protocol):
+    """Shared memory, one slot per local rank, holding the index in :data:`STAGES` of the step
+    the rank is in. Writes are synchronous, so a rank that dies right after announcing a step is
+    still named with that step (a queue message could be lost with the process)."""
+
+    def __getitem__(self, index: int, /) -> int: ...
+
+    def __setitem__(self, index: int, value: int, /) -> None: ...
 
 
 def record_key(rank: int) -> str:
@@ -43,12 +53,18 @@ def record_key(rank: int) -> str:
     return f"dev/{rank}"
 
 
-def run_rank(local_rank: int, config: GateConfig, probe: DeviceProbe, messages: Messages) -> None:  # type: ignore[type-arg]
+def run_rank(
+    local_rank: int,
+    config: GateConfig,
+    probe: DeviceProbe,
+    messages: Messages,  # type: ignore[type-arg]
+    stages: StageSlots,
+) -> None:
     """Process entry of one rank: never raises; the result (or failure) goes to ``messages``."""
     rank = config.global_rank(local_rank)
 
     def stage(name: str) -> None:
-        messages.put(("stage", local_rank, name))
+        stages[local_rank] = STAGES.index(name)
 
     stage("devices")
     outcome = probe.check(local_rank, config)
@@ -67,7 +83,7 @@ def run_rank(local_rank: int, config: GateConfig, probe: DeviceProbe, messages: 
             record,
             failure=record.failure or Failure(reason_id="internal.error", message=f"rank {rank}: {exc!r}"),
         )
-    messages.put(("result", local_rank, record.to_json()))
+    messages.put((local_rank, record.to_json()))
 
 
 def _join_job(
