@@ -10,6 +10,7 @@ import functools
 import importlib.util
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -234,3 +235,24 @@ def test_bad_objects_never_block_good_jobs(
         lambda ps: not ps,
         what="big gang gone",
     )
+
+
+def test_two_active_replicas_never_duplicate_pods_or_restarts(
+    operator: OperatorProcess, kubectl: Kubectl, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    """Worst case for HA: peering off, both replicas act. State in status + labels keeps them consistent."""
+    second = OperatorProcess(kubeconfig, tmp_path / "second.log")
+    second.start()
+    try:
+        kubectl.apply([gpu_job("twin", namespace, nodes=2)])
+        gang = wait_running_gang(operator, kubectl, namespace, "twin", nodes=2, generation=0)
+        finish_pod(kubectl, namespace, rank_pod(gang, 1)["metadata"]["name"], exit_code=1)
+        new = wait_running_gang(operator, kubectl, namespace, "twin", nodes=2, generation=1)
+        st = status(kubectl, namespace, "twin")
+        assert st["restarts"] == 1 and st["gangGeneration"] == 1, "both replicas restarted the gang"
+        assert len({p["metadata"]["name"] for p in new}) == 2
+        finish_pod(kubectl, namespace, rank_pod(new, 0)["metadata"]["name"], exit_code=0)
+        wait_phase(operator, kubectl, namespace, "twin", "Succeeded")
+        assert status(kubectl, namespace, "twin")["restarts"] == 1
+    finally:
+        second.stop()
