@@ -225,7 +225,7 @@ def planner_time(p: int, m: int, placement: Placement, repeats: int = 5) -> floa
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.schedules", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budget", type=float, default=1.0, help="planner time budget per plan (s)")
+    parser.add_argument("--budget", type=float, default=0.2, help="planner time budget per plan (s)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--gantt-dir", type=Path, help="write an SVG per p=4 row here")
     parser.add_argument("--quick", action="store_true", help="p=4 only, no planner-time run")

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import Action, OpKind, Placement
 
-__all__ = ["Policy", "Problem", "list_schedule"]
+__all__ = ["Policy", "Problem", "Schedule", "list_schedule"]
 
 _EPS = 1e-9
 
@@ -167,9 +168,22 @@ class Problem:
         return Action(stage, self.kinds[kind_index], mb)
 
 
-def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], float] | None:
-    """Build per-rank op lists with ``policy``; return them with their makespan (compute only),
-    or None if the policy deadlocks under the memory limit."""
+class Schedule(NamedTuple):
+    """A list schedule: per-rank integer orders and their timing."""
+
+    orders: list[list[int]]
+    makespan: float
+    """Compute makespan (no all-reduce)."""
+    rank_end: list[float]
+    last_grad: list[float]
+    """End of each stage's last W (or B): when its DP all-reduce can start."""
+    asap: bool
+    """True when no rank idled on purpose, so these times are exactly what an as-soon-as-possible
+    replay of ``orders`` gives (:func:`simulate`); False when a wait rule fired."""
+
+
+def list_schedule(problem: Problem, policy: Policy) -> Schedule | None:
+    """Build per-rank op lists with ``policy``; None if the policy deadlocks under the memory limit."""
     pr = problem
     n_st, m, split = pr.num_stages, pr.m, pr.split
     block = n_st * m
@@ -261,6 +275,9 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
     lookahead = policy.lookahead
     done = 0
     last_end = 0.0
+    waited = False
+    grad_kind = 2 if split else 1
+    last_grad = [0.0] * n_st
     while events:
         t, r = pop(events)
         if free_at[r] > t + _EPS:
@@ -305,6 +322,7 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
                 if due[w] < best_due or (chosen < 0 and (f_cands or nxt - t >= weight_wait * cost[w] - _EPS)):
                     chosen = w
                 elif chosen < 0:
+                    waited = True
                     push(events, (nxt, r))
                     continue
         elif forward_first and best_f >= 0:
@@ -323,6 +341,7 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
             if f_cands or nxt - t >= weight_wait * cost[w] - _EPS:
                 chosen = w
             else:
+                waited = True
                 push(events, (nxt, r))
                 continue
         if chosen < 0:
@@ -332,6 +351,7 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
         if lookahead > 0 and chosen < 2 * block and nxt < t + lookahead * cost[chosen]:
             wait_for = _better_arrival(chosen, t + lookahead * cost[chosen])
             if wait_for < inf:
+                waited = True
                 push(events, (wait_for, r))
                 continue
         kind_index, rest = divmod(chosen, block)
@@ -340,6 +360,8 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
         free_at[r] = end
         if end > last_end:
             last_end = end
+        if kind_index == grad_kind and end > last_grad[s]:
+            last_grad[s] = end
         orders[r].append(chosen)
         done += 1
         push(events, (end, r))
@@ -383,7 +405,7 @@ def list_schedule(problem: Problem, policy: Policy) -> tuple[list[list[int]], fl
                     push(events, (at, o_rank))
     if done != total:
         return None
-    return orders, last_end
+    return Schedule(orders, last_end, free_at, last_grad, not waited)
 
 
 def _next_local_gap(pr: Problem, s: int) -> int:

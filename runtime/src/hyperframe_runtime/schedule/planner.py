@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.improve import improve, predecessors_of, replay
 from hyperframe_runtime.schedule.ir import Orders, Placement, ScheduleError
-from hyperframe_runtime.schedule.listsched import Policy, Problem, list_schedule
+from hyperframe_runtime.schedule.listsched import Policy, Problem, Schedule, list_schedule
 from hyperframe_runtime.schedule.simulate import allreduce_finish, lb_tight
 
 __all__ = ["Plan", "default_memory_limit", "minimum_memory_limit", "plan"]
@@ -177,16 +177,15 @@ def plan(
     candidates = _candidate_policies(split_backward)
     # Half the budget for constructions, the rest for jittered variants and local search.
     construct = min(len(candidates), max(1, budget // 2))
-    best: tuple[float, list[list[int]], Policy] | None = None
+    best: tuple[float, Schedule | list[list[int]], Policy] | None = None
     ranked: list[tuple[float, int, Policy]] = []
     for index, policy in enumerate(candidates[:construct]):
         result = list_schedule(problem, policy)
         if result is None:
             continue
-        ops, makespan = result
-        ranked.append((makespan, index, policy))
-        if best is None or makespan < best[0] - 1e-9:
-            best = (makespan, ops, policy)
+        ranked.append((result.makespan, index, policy))
+        if best is None or result.makespan < best[0] - 1e-9:
+            best = (result.makespan, result, policy)
     spent = construct
     ranked.sort(key=lambda item: (item[0], item[1]))
     jitter_rounds = max(0, (budget - spent) // 2)
@@ -196,12 +195,12 @@ def plan(
         policy = dataclasses.replace(base, jitter=0.75, seed=seed)
         result = list_schedule(problem, policy)
         spent += 1
-        if result is not None and best is not None and result[1] < best[0] - 1e-9:
-            best = (result[1], result[0], policy)
+        if result is not None and best is not None and result.makespan < best[0] - 1e-9:
+            best = (result.makespan, result, policy)
     if best is not None and budget > spent:
         steps = min(_MAX_IMPROVE_STEPS, int((budget - spent) * _SECONDS_PER_OP / _SECONDS_PER_REPLAY_OP))
         if steps > 0:
-            improved, makespan = improve(problem, best[1], steps, seed=0)
+            improved, makespan = improve(problem, _ops(best[1]), steps, seed=0)
             if makespan < best[0] - 1e-9:
                 best = (makespan, improved, best[2])
     if best is None:
@@ -209,21 +208,32 @@ def plan(
             f"memory_limit = {limit}: no candidate order fits; raise the limit (1F1B needs "
             f"{default_memory_limit(costs, placement, num_microbatches)})"
         )
-    orders: Orders = {r: [problem.action(o) for o in ops] for r, ops in enumerate(best[1])}
+    found = best[1]
+    orders: Orders = {r: [problem.action(o) for o in rank_ops] for r, rank_ops in enumerate(_ops(found))}
     return Plan(
         orders=orders,
         placement=placement,
         num_microbatches=num_microbatches,
-        predicted_makespan=_predicted_makespan(problem, best[1], costs),
+        predicted_makespan=_predicted_makespan(problem, found, costs),
         lower_bound=lb_tight(costs, placement, num_microbatches),
         memory_limit=limit,
         policy=best[2],
     )
 
 
-def _predicted_makespan(problem: Problem, ops: list[list[int]], costs: CostModel) -> float:
-    """What :func:`simulate` would report, from the fast integer replay (same rules)."""
-    timing = replay(problem, ops, predecessors_of(problem))
+def _ops(found: Schedule | list[list[int]]) -> list[list[int]]:
+    return found.orders if isinstance(found, Schedule) else found
+
+
+def _predicted_makespan(problem: Problem, found: Schedule | list[list[int]], costs: CostModel) -> float:
+    """What :func:`simulate` would report: the list schedule's own times when they are ASAP,
+    else a fast integer replay (same rules)."""
+    if isinstance(found, Schedule) and found.asap:
+        finish, _ = allreduce_finish(
+            found.rank_end, dict(enumerate(found.last_grad)), costs, problem.placement
+        )
+        return max(finish)
+    timing = replay(problem, _ops(found), predecessors_of(problem))
     if timing is None:  # pragma: no cover - list_schedule only returns deadlock-free orders
         raise ScheduleError("internal error: the planned orders deadlock")
     block = problem.num_stages * problem.m
