@@ -7,7 +7,7 @@ import random
 
 import pytest
 from hyperframe_runtime.schedule.ir import ScheduleError
-from hyperframe_runtime.schedule.partition import partition_costs, partition_layers
+from hyperframe_runtime.schedule.partition import partition_costs, partition_layers, vshape_partition
 
 
 def brute_force(layers: list[float], slow: list[float]) -> float:
@@ -53,3 +53,11 @@ def test_partition_costs_sums_layers_per_stage() -> None:
 def test_too_few_layers() -> None:
     with pytest.raises(ScheduleError, match="2 layers cannot fill 3 stages"):
         partition_layers([1.0, 1.0], [1.0, 1.0, 1.0])
+
+
+def test_vshape_partition_gives_each_rank_the_optimal_load_in_two_contiguous_chunks() -> None:
+    slow = [1.0, 1.0, 1.5, 1.0]
+    result = vshape_partition([1.0] * 32, slow)
+    assert result.num_stages == 8 and result.boundaries[0] == 0 and result.boundaries[-1] == 32
+    per_rank = [result.stage_times[r] + result.stage_times[7 - r] for r in range(4)]
+    assert max(per_rank) == partition_layers([1.0] * 32, slow).bottleneck == 9.0

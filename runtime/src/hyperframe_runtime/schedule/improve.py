@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 
-from hyperframe_runtime.schedule.listsched import Problem
+from hyperframe_runtime.schedule.problem import Problem
 
 __all__ = ["Replay", "improve", "predecessors_of", "replay"]
 

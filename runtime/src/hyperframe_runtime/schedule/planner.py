@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.improve import improve, predecessors_of, replay
 from hyperframe_runtime.schedule.ir import Orders, Placement, ScheduleError
-from hyperframe_runtime.schedule.listsched import Policy, Problem, Schedule, list_schedule
+from hyperframe_runtime.schedule.listsched import Schedule, list_schedule
+from hyperframe_runtime.schedule.problem import Policy, Problem
 from hyperframe_runtime.schedule.simulate import allreduce_finish, lb_tight
 
 __all__ = ["Plan", "default_memory_limit", "minimum_memory_limit", "plan"]
