@@ -108,6 +108,7 @@ def _worker(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
             "hyperframe_split_backward": {
                 n: loops[n].plan.split_backward for n in ("hyperframe", "hyperframe-1")
             },
+            "measured_p2p_ms": round(1e3 * costs.p2p, 3),
             "lb_tight_ms": round(1e3 * lb_tight(costs, plan.placement, args.microbatches), 3),
             "predicted_ms": {p: round(1e3 * v, 3) for p, v in predicted.items()},
             "median_step_ms": {p: round(1e3 * statistics.median(v), 3) for p, v in times.items()},
@@ -161,6 +162,8 @@ def main() -> None:
     print(f"Real CPU run, {result['label']}")
     print(f"p={args.ranks} ranks, m={args.microbatches} micro-batches, GPT {result['model']}")
     print(f"measured per-stage costs (ms): {result['measured_costs_ms']}")
+    print(f"measured p2p hand-off latency: {result['measured_p2p_ms']} ms")
+    print(f"HyperFrame split backward chosen: {result['hyperframe_split_backward']}")
     print(f"LB_tight on measured costs: {result['lb_tight_ms']} ms")
     base = result["median_step_ms"]["hyperframe"]
     print(f"{'policy':<14}{'median step ms':>16}{'vs hyperframe':>15}{'predicted ms':>14}")

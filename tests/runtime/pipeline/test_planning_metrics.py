@@ -12,6 +12,7 @@ from hyperframe_runtime.pipeline.planning import (
     FramePlan,
     choose_plan,
     costs_from_samples,
+    estimate_p2p,
     exploration_plans,
     initial_plan,
     orders_digest,
@@ -125,3 +126,20 @@ def test_hyperframe_explores_split_and_fused_before_the_first_replan() -> None:
     plans = exploration_plans(TrainConfig(pipeline=2, n_layers=4, replan_every=2), first)
     assert [p.split_backward for p in plans] == [True, False]
     assert exploration_plans(TrainConfig(pipeline=2, n_layers=4, replan_every=1), first) == ()
+
+
+def test_estimate_p2p_from_idle_consumers_of_cross_rank_inputs() -> None:
+    def rank_frame(rank: int, records: list[tuple[int, str, int, float, float, float]]) -> RankFrame:
+        return RankFrame(
+            rank=rank, pp_rank=rank, dp_rank=0, records=records, losses=[], wall_start=100.0,
+            pipeline_s=1.0, dp_wait_s=0.0, frame_s=1.0, peak_memory_bytes=0, frame=1,
+        )  # fmt: skip
+
+    window = [
+        # rank 0 ends F0 at 0.10; waits from 0.30 for the gradient rank 1 sends at 0.35, starts 0.50
+        rank_frame(0, [(0, "F", 0, 0.0, 0.10, 0.0), (0, "B", 0, 0.50, 0.60, 0.20)]),
+        # rank 1 idles from 0.0 and starts F0 at 0.15 (0.05 after rank 0 finished it)
+        rank_frame(1, [(1, "F", 0, 0.15, 0.25, 0.15), (1, "B", 0, 0.25, 0.35, 0.0)]),
+    ]
+    assert estimate_p2p(window, Placement.one_per_rank(2)) == pytest.approx(0.10)  # median of 0.05, 0.15
+    assert estimate_p2p(window[:1], Placement.one_per_rank(2)) == 0.0

@@ -37,6 +37,7 @@ from hyperframe_runtime.pipeline.metrics import (
 from hyperframe_runtime.pipeline.planning import (
     FramePlan,
     choose_plan,
+    estimate_p2p,
     exploration_plans,
     initial_plan,
     orders_digest,
@@ -75,7 +76,8 @@ def _resume_plan(saved: FramePlan, fresh: FramePlan) -> FramePlan:
 
 def _replan(config: TrainConfig, plan: FramePlan, window: list[RankFrame]) -> FramePlan:
     samples = [(stage, kind, end - start) for rf in window for stage, kind, _, start, end, _ in rf.records]
-    new = choose_plan(config, plan.placement, samples, replans=plan.replans + 1)
+    p2p = estimate_p2p(window, plan.placement)
+    new = choose_plan(config, plan.placement, samples, replans=plan.replans + 1, p2p=p2p)
     digests: list[str | None] = [None] * dist.get_world_size()
     dist.all_gather_object(digests, orders_digest(new.orders))
     if len(set(digests)) != 1:
@@ -165,6 +167,7 @@ class FrameLoop:
         self.frames_done = frame + 1
         mine = RankFrame.from_run(
             run,
+            frame=self.frames_done,
             rank=topology.rank,
             pp_rank=topology.pp_rank,
             dp_rank=topology.dp_rank,

@@ -42,10 +42,15 @@ class RankFrame:
     dp_wait_s: float
     frame_s: float
     peak_memory_bytes: int
+    frame: int = 0
+    """Frames completed, counting this one."""
 
     @classmethod
-    def from_run(cls, run: FrameRun, *, rank: int, pp_rank: int, dp_rank: int, peak_memory: int) -> RankFrame:
+    def from_run(
+        cls, run: FrameRun, *, frame: int, rank: int, pp_rank: int, dp_rank: int, peak_memory: int
+    ) -> RankFrame:
         return cls(
+            frame=frame,
             rank=rank,
             pp_rank=pp_rank,
             dp_rank=dp_rank,

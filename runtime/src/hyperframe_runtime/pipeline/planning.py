@@ -15,11 +15,12 @@ from __future__ import annotations
 import hashlib
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.pipeline.metrics import RankFrame
 from hyperframe_runtime.schedule.baselines import baseline, baseline_placement
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import Action, OpKind, Orders, Placement
@@ -30,6 +31,7 @@ __all__ = [
     "FramePlan",
     "choose_plan",
     "costs_from_samples",
+    "estimate_p2p",
     "exploration_plans",
     "initial_plan",
     "orders_digest",
@@ -144,10 +146,16 @@ def exploration_plans(config: TrainConfig, first: FramePlan) -> tuple[FramePlan,
 
 
 def choose_plan(
-    config: TrainConfig, placement: Placement, samples: Iterable[tuple[int, str, float]], *, replans: int
+    config: TrainConfig,
+    placement: Placement,
+    samples: Iterable[tuple[int, str, float]],
+    *,
+    replans: int,
+    p2p: float = 0.0,
 ) -> FramePlan:
-    """Plan from measured ``(stage, kind, seconds)`` samples; when both split (I, W) and fused (B)
-    backwards were measured, plan both ways and keep the shorter predicted frame."""
+    """Plan from measured ``(stage, kind, seconds)`` samples and p2p latency; when both split
+    (I, W) and fused (B) backwards were measured, plan both ways and keep the shorter predicted
+    frame."""
     samples = list(samples)
     kinds = {kind for _, kind, _ in samples}
     candidates = []
@@ -160,7 +168,11 @@ def choose_plan(
         fused = [x for x in samples if x[1] in (OpKind.F.value, OpKind.B.value)]
         candidates.append(
             plan_from_costs(
-                config, placement, costs_from_samples(fused, placement), replans=replans, split_backward=False
+                config,
+                placement,
+                replace(costs_from_samples(fused, placement), p2p=p2p),
+                replans=replans,
+                split_backward=False,
             )
         )
     return min(candidates, key=lambda plan: plan.predicted_makespan)
@@ -205,6 +217,41 @@ def costs_from_samples(samples: Iterable[tuple[int, str, float]], placement: Pla
     return CostModel(
         forward=column(OpKind.F), backward_input=column(OpKind.I), backward_weight=column(OpKind.W)
     )
+
+
+def estimate_p2p(window: Sequence[RankFrame], placement: Placement) -> float:
+    """Median latency of cross-rank activation/gradient hand-offs measured in ``window``.
+
+    For an op whose input comes from another rank (F from stage s - 1, I/B from stage s + 1),
+    the latency is ``start - producer end`` on the ranks' wall clocks, counted only when the
+    consumer was already idle when the producer finished (so it started as soon as the data
+    arrived). Across hosts the clocks' skew adds noise; negative values are dropped.
+    """
+    last = placement.num_stages - 1
+    delays: list[float] = []
+    groups: dict[tuple[int, int], list[RankFrame]] = defaultdict(list)
+    for rank_frame in window:
+        groups[(rank_frame.frame, rank_frame.dp_rank)].append(rank_frame)
+    backward = (OpKind.I.value, OpKind.B.value)
+    for ranks in groups.values():
+        ends: dict[tuple[int, str, int], float] = {}
+        for rf in ranks:
+            for stage, kind, mb, _, end, _ in rf.records:
+                ends[(stage, OpKind.I.value if kind in backward else kind, mb)] = rf.wall_start + end
+        for rf in ranks:
+            for stage, kind, mb, start, _, wait in rf.records:
+                if kind == OpKind.F.value and stage > 0:
+                    source = (stage - 1, OpKind.F.value, mb)
+                elif kind in backward and stage < last:
+                    source = (stage + 1, OpKind.I.value, mb)
+                else:
+                    continue
+                if placement.rank_of(source[0]) == placement.rank_of(stage) or source not in ends:
+                    continue
+                began, idle_from = rf.wall_start + start, rf.wall_start + start - wait
+                if wait > 0 and idle_from <= ends[source] <= began:
+                    delays.append(began - ends[source])
+    return statistics.median(delays) if delays else 0.0
 
 
 def orders_digest(orders: Orders) -> str:
