@@ -76,3 +76,4 @@ def test_total_limit_cuts_a_long_rendezvous() -> None:
     assert report.exit_code == SmokeExit.TIMEOUT and report.failed_check == "collective.rendezvous"
     assert "at the gate's time limit (6s)" in report.reason
     assert report.missing_ranks == [2, 3] and report.suspect_node_ranks == [1]
+    assert report.duration_s < 6 + 5  # the limit, plus stopping the ranks on a loaded machine
