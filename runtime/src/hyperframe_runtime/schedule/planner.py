@@ -180,7 +180,9 @@ def plan(
     construct = min(len(candidates), max(1, budget // 2))
     best: tuple[float, Schedule | list[list[int]], Policy] | None = None
     ranked: list[tuple[float, int, Policy]] = []
-    for index, policy in enumerate(candidates[:construct]):
+    for index, policy in enumerate(candidates):
+        if index >= construct and best is not None:
+            break  # past the budget; keep going only while nothing fits the memory budget yet
         result = list_schedule(problem, policy)
         if result is None:
             continue
