@@ -15,6 +15,7 @@ __all__ = [
     "API_VERSION",
     "CONFIG_FILE_NAME",
     "CONFIG_MOUNT_PATH",
+    "ENV_NODE_NAME",
     "ENV_STATUS_TOKEN_FILE",
     "ENV_STATUS_URL",
     "GROUP",
@@ -94,6 +95,9 @@ ENV_STATUS_TOKEN_FILE: Final = "HYPERFRAME_STATUS_TOKEN_FILE"
 STATUS_TOKEN_AUDIENCE: Final = "hyperframe.dev/status"
 STATUS_TOKEN_DIR: Final = "/var/run/secrets/hyperframe.dev/status"
 
+# The Kubernetes node a pod runs on (downward API, spec.nodeName), so smoke reports name the node.
+ENV_NODE_NAME: Final = "NODE_NAME"
+
 # Environment names the renderer owns; a job that sets one of them is rejected.
 RESERVED_ENV: Final = frozenset(
     {
@@ -113,5 +117,6 @@ RESERVED_ENV: Final = frozenset(
         "HYPERFRAME_CONFIG",
         ENV_STATUS_URL,
         ENV_STATUS_TOKEN_FILE,
+        ENV_NODE_NAME,
     }
 )

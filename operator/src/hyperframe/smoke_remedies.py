@@ -99,8 +99,8 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
     FailureReason(
         id="node.shm",
         exit_code=SmokeExit.FAIL,
-        summary="/dev/shm is smaller than required",
-        remedy="Raise the runtime's shmSize (spec.pod.shmSize in the HyperFrameRuntime); the 64 MiB container default is far too small for NCCL and data loaders.",
+        summary="/dev/shm is smaller than the pod's configured size, or under the floor for several ranks per node",
+        remedy="Raise the runtime's shm size (spec.pod.shmSize in the HyperFrameRuntime; at least 256Mi with several ranks per node); if it is already set, the node does not mount it (check the kubelet's SizeMemoryBackedVolumes and the node's allocatable memory).",
     ),
     FailureReason(
         id="node.rdma",

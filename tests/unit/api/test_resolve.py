@@ -65,7 +65,7 @@ def test_allowed_override_takes_effect(key: str) -> None:
     )
     pod, smoke = res.pod, res.config.smoke
     observed = {
-        "shmSize": lambda: pod.shm_size == "32Gi",
+        "shmSize": lambda: pod.shm_size == "32Gi" and smoke.shm_size_bytes == 32 << 30,
         # Replaced by name, order kept, others untouched.
         "env": lambda: (
             [(e.name, e.value) for e in pod.env] == [("NCCL_DEBUG", "INFO"), ("NCCL_IB_HCA", "mlx5")]
@@ -191,3 +191,19 @@ def test_rendered_name_lengths_are_checked_for_the_generation() -> None:
     assert "pod name" in str(info.value)
     assert resolve(parse_job(job), parse_runtime(MINIMAL_RUNTIME), generation=10**7 - 1)
     assert "shorten the job name to at most" in str(info.value)
+
+
+def test_smoke_gets_the_mounted_shm_size_and_rdma() -> None:
+    res = run()
+    assert res.config.smoke.shm_size_bytes == 16 << 30  # the runtime default, no memory limit
+    assert (res.config.smoke.rdma_enabled, res.config.smoke.rdma_resource_name) == (False, None)
+    # The kubelet caps a memory-backed emptyDir at the pod's memory limit.
+    capped = run({"resources": {"memory": "8Gi"}}, {"pod": {"shmSize": "32Gi"}})
+    assert capped.pod.shm_size == "32Gi" and capped.config.smoke.shm_size_bytes == 8 << 30
+    roomy = run({"resources": {"memory": "512Gi"}}, {"pod": {"shmSize": "32Gi"}})
+    assert roomy.config.smoke.shm_size_bytes == 32 << 30
+    rdma = run(None, {"pod": {"rdma": {"enabled": True, "resourceName": "example.com/roce"}}})
+    assert (rdma.config.smoke.rdma_enabled, rdma.config.smoke.rdma_resource_name) == (
+        True,
+        "example.com/roce",
+    )

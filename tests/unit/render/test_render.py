@@ -12,6 +12,7 @@ from hyperframe.api.resolved import ResolvedJobConfig
 from hyperframe.constants import (
     CONFIG_FILE_NAME,
     CONFIG_MOUNT_PATH,
+    ENV_NODE_NAME,
     ENV_STATUS_TOKEN_FILE,
     ENV_STATUS_URL,
     INIT_CONTAINER_NAME,
@@ -151,6 +152,18 @@ def test_rendezvous_env_for_torch_and_torchrun() -> None:
         assert ENV_STATUS_URL not in env
         names = [e["name"] for e in c["env"]]
         assert len(names) == len(set(names))
+
+
+def test_both_containers_get_the_node_name_from_the_downward_api() -> None:
+    pod = render_pod(*pair(), 0, RenderContext())
+    assert [c["name"] for c in containers(pod)] == [INIT_CONTAINER_NAME, MAIN_CONTAINER_NAME]
+    for c in containers(pod):
+        (entry,) = [e for e in c["env"] if e["name"] == ENV_NODE_NAME]
+        assert entry == {
+            "name": ENV_NODE_NAME,
+            "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}},
+        }
+    assert ENV_NODE_NAME in RESERVED_ENV
 
 
 def test_every_name_the_renderer_sets_is_reserved() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from hyperframe_runtime.jobenv import JobEnv, JobEnvError
 from hyperframe_runtime.local_plan import plan
 from hyperframe_runtime.smoke import cli
 from hyperframe_runtime.smoke.probe import SimulatedProbe, SkippedProbe, select_probe
-from hyperframe_runtime.smoke.settings import gate_config, split_timeout
+from hyperframe_runtime.smoke.settings import SHM_FLOOR_BYTES, gate_config, split_timeout
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -173,3 +174,22 @@ def test_probe_selection_and_simulation_hook() -> None:
     assert probe.check(0, config).failure is None
     with pytest.raises(JobEnvError, match="comma-separated device indices"):
         select_probe(config, {"HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE": "gpu1"})
+
+
+def test_gate_checks_the_pods_shm_size_and_rdma_from_job_json() -> None:
+    job_json, env = _rendered()
+    from hyperframe.api.resolved import ResolvedJobConfig
+
+    job = ResolvedJobConfig.from_json(job_json)
+    config = gate_config(job, JobEnv.from_env(env), node_name="n")
+    # cpu-2node: shmSize 1Gi under a 4Gi memory limit; CPU jobs get no floor and no RDMA check.
+    assert (config.shm_bytes, config.min_shm_bytes, config.require_rdma) == (1 << 30, 0, False)
+    rdma = dataclasses.replace(
+        job,
+        gpus_per_node=2,
+        backend="nccl",
+        smoke=dataclasses.replace(job.smoke, rdma_enabled=True, rdma_resource_name="rdma/ib"),
+    )
+    config = gate_config(rdma, JobEnv.from_env(env), node_name="n")
+    assert config.require_rdma and config.rdma_resource_name == "rdma/ib"
+    assert config.min_shm_bytes == SHM_FLOOR_BYTES and config.shm_bytes == 1 << 30

@@ -9,7 +9,7 @@ from hyperframe.constants import SmokeExit
 from hyperframe.smoke_report import DeviceFigures
 from hyperframe_runtime.smoke.collective import bus_bandwidth
 from hyperframe_runtime.smoke.config import GateConfig, GateConfigError
-from hyperframe_runtime.smoke.host_checks import check_host
+from hyperframe_runtime.smoke.host_checks import check_host, ib_devices, mounted_shm_bytes
 from hyperframe_runtime.smoke.outcome import AllReduceFigure, Failure, RankRecord, rank_ranges
 from hyperframe_runtime.smoke.summary import build_report
 from hyperframe_runtime.smoke.table import format_table
@@ -104,15 +104,59 @@ def test_busbw_threshold_only_when_set_and_multi_rank() -> None:
     assert build_report(single, own=own, job=own, agent_failure=None, duration_s=1).ok
 
 
-def test_host_checks_shm_and_rdma(tmp_path: Path) -> None:
-    assert check_host(_config()) is None
-    failure = check_host(_config(min_shm_bytes=1 << 60), shm=tmp_path)
-    assert failure is not None and failure.reason_id == "node.shm" and "requires" in failure.message
-    failure = check_host(_config(require_rdma=True), rdma=tmp_path / "none")
+GIB = 1 << 30
+
+
+def _no_shm() -> int:
+    raise FileNotFoundError(2, "No such file or directory", "/dev/shm")
+
+
+def test_shm_check_compares_the_mount_with_the_configured_size() -> None:
+    configured = _config(shm_bytes=16 * GIB)
+    assert check_host(configured, shm=lambda: 16 * GIB) is None
+    assert check_host(configured, shm=lambda: 32 * GIB) is None
+    small = check_host(configured, shm=lambda: 64 << 20)  # the container default: no emptyDir
+    assert small is not None and small.reason_id == "node.shm" and small.suspect_node_ranks == (0,)
+    assert "/dev/shm is 64 MiB, smaller than the 16.00 GiB the pod is configured with" in small.message
+    assert "node 0 (node-a)" in small.message and "raise the runtime's shm size" in small.message
+    assert check_host(_config(shm_bytes=16 * GIB), shm=lambda: 16 * GIB - 4096) is not None
+    missing = check_host(configured, shm=_no_shm)
+    assert (
+        missing is not None and missing.reason_id == "node.shm" and "cannot stat /dev/shm" in missing.message
+    )
+
+
+def test_shm_floor_applies_even_when_the_configured_size_is_below_it() -> None:
+    floor = _config(shm_bytes=128 << 20, min_shm_bytes=256 << 20)
+    failure = check_host(floor, shm=lambda: 128 << 20)
+    assert failure is not None and failure.reason_id == "node.shm"
+    assert "under the 256 MiB floor NCCL needs for 2 ranks per node" in failure.message
+    assert check_host(floor, shm=lambda: 256 << 20) is None
+
+
+def test_shm_is_not_probed_when_nothing_is_configured() -> None:
+    assert check_host(_config(), shm=_no_shm, rdma=lambda: []) is None
+
+
+def test_rdma_devices_are_required_only_when_rdma_is_enabled() -> None:
+    def no_probe() -> list[str]:
+        raise AssertionError("the RDMA probe must not run when RDMA is off")
+
+    assert check_host(_config(), rdma=no_probe, shm=_no_shm) is None
+    rdma = _config(require_rdma=True, rdma_resource_name="rdma/ib")
+    failure = check_host(rdma, rdma=lambda: [])
     assert failure is not None and failure.reason_id == "node.rdma" and failure.suspect_node_ranks == (0,)
-    (tmp_path / "ib").mkdir()
-    (tmp_path / "ib" / "mlx5_0").mkdir()
-    assert check_host(_config(require_rdma=True), rdma=tmp_path / "ib") is None
+    assert "no InfiniBand/RDMA device under /sys/class/infiniband" in failure.message
+    assert "requests RDMA (rdma/ib)" in failure.message
+    assert check_host(rdma, rdma=lambda: ["mlx5_0"]) is None
+
+
+def test_the_real_probes_read_the_filesystem(tmp_path: Path) -> None:
+    assert mounted_shm_bytes(tmp_path) > 0
+    assert ib_devices(tmp_path / "none") == []
+    (tmp_path / "mlx5_1").mkdir()
+    (tmp_path / "mlx5_0").mkdir()
+    assert ib_devices(tmp_path) == ["mlx5_0", "mlx5_1"]
 
 
 def test_config_rejects_nonsense_with_the_field_named() -> None:

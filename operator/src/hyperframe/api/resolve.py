@@ -140,6 +140,13 @@ def _builtin(spec: JobSpec, b: BuiltinModel, errors: list[FieldError]) -> Resolv
     return resolved
 
 
+def _mounted_shm_bytes(shm_size: str, memory_limit: str | None) -> int:
+    """What the kubelet mounts at /dev/shm: the memory emptyDir's sizeLimit, capped by the pod's
+    memory limit (both containers carry the same limit, so it is the pod's)."""
+    size = quantity_bytes(shm_size)
+    return min(size, quantity_bytes(memory_limit)) if memory_limit else size
+
+
 def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int = 0) -> Resolution:
     """Apply the runtime's defaults and the job's allowed overrides; SpecError lists every problem.
 
@@ -169,6 +176,9 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
     smoke_ov = ov.smoke
     gpu = spec.gpus_per_node > 0
     procs = procs_per_node(spec)
+    shm_size = ov.shm_size or rt.pod.shm_size
+    memory = spec.resources.memory or rt.pod.resources.memory
+    rdma = rt.pod.rdma
     smoke = ResolvedSmoke(
         enabled=smoke_ov.enabled if smoke_ov and smoke_ov.enabled is not None else rt.smoke.enabled,
         device_checks=rt.smoke.device_checks if gpu else (),
@@ -180,6 +190,9 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         if smoke_ov and smoke_ov.timeout_seconds is not None
         else rt.smoke.timeout_seconds,
         memory_fraction=rt.smoke.memory_fraction,
+        shm_size_bytes=_mounted_shm_bytes(shm_size, memory),
+        rdma_enabled=rdma.enabled,
+        rdma_resource_name=rdma.resource_name if rdma.enabled else None,
     )
     f = spec.frames
     config = ResolvedJobConfig(
@@ -211,9 +224,9 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         versions=rt.versions,
     )
     pod = PodSettings(
-        shm_size=ov.shm_size or rt.pod.shm_size,
+        shm_size=shm_size,
         gpu_resource_name=rt.pod.gpu_resource_name,
-        rdma=rt.pod.rdma,
+        rdma=rdma,
         host_network=ov.host_network if ov.host_network is not None else rt.pod.host_network,
         env=_merge_env(rt.pod.env, ov.env or ()) + spec.env,
         tolerations=ov.tolerations if ov.tolerations is not None else rt.pod.tolerations,
@@ -221,7 +234,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         scheduler_name=ov.scheduler_name or rt.pod.scheduler_name,
         priority_class_name=ov.priority_class_name or rt.pod.priority_class_name,
         cpu=spec.resources.cpu or rt.pod.resources.cpu,
-        memory=spec.resources.memory or rt.pod.resources.memory,
+        memory=memory,
         run_as_user=rt.pod.run_as_user,
         images=rt.images,
         gang=rt.gang,

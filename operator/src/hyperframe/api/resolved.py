@@ -88,6 +88,16 @@ class ResolvedSmoke:
     )
     timeout_seconds: int = spec_field("Time limit of the whole gate.")
     memory_fraction: float = spec_field("Fraction of GPU memory the memory check allocates.")
+    shm_size_bytes: int = spec_field(
+        "Bytes the kubelet mounts at /dev/shm: the pod's shmSize, or its memory limit where that is "
+        "smaller (the kubelet caps a memory-backed emptyDir at it); 0 = not known.",
+        default=0,
+        minimum=0,
+    )
+    rdma_enabled: bool = spec_field("Whether the pods request RDMA devices.", default=False)
+    rdma_resource_name: str | None = spec_field(
+        "Extended resource of the RDMA devices; set when rdmaEnabled.", default=None
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,6 +23,7 @@ from hyperframe.api.resolve import PodSettings
 from hyperframe.constants import (
     CONFIG_FILE_NAME,
     CONFIG_MOUNT_PATH,
+    ENV_NODE_NAME,
     ENV_STATUS_TOKEN_FILE,
     ENV_STATUS_URL,
     INIT_CONTAINER_NAME,
@@ -56,8 +57,9 @@ PLUGINS_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 
 
-def rendezvous_env(p: Prepared, rank: int) -> list[dict[str, str]]:
-    """The variables torch and torchrun read (plain and PET_* spellings), plus HyperFrame's own."""
+def rendezvous_env(p: Prepared, rank: int) -> list[dict[str, Any]]:
+    """The variables torch and torchrun read (plain and PET_* spellings), plus HyperFrame's own
+    (NODE_NAME comes from the downward API, so smoke reports name the Kubernetes node)."""
     cfg = p.resolution.config
     rdv = cfg.rendezvous
     values = {
@@ -77,7 +79,10 @@ def rendezvous_env(p: Prepared, rank: int) -> list[dict[str, str]]:
     if p.ctx.status_url:
         values[ENV_STATUS_URL] = p.ctx.status_url
         values[ENV_STATUS_TOKEN_FILE] = f"{STATUS_TOKEN_DIR}/token"
-    return [{"name": k, "value": v} for k, v in values.items()]
+    node_name = {"fieldRef": {"apiVersion": "v1", "fieldPath": "spec.nodeName"}}
+    return [{"name": k, "value": v} for k, v in values.items()] + [
+        {"name": ENV_NODE_NAME, "valueFrom": node_name}
+    ]
 
 
 def _labels(p: Prepared, rank: int) -> dict[str, str]:

@@ -50,10 +50,15 @@ class GateConfig:
     """Fail a device below this matmul TFLOP/s; 0 = report only."""
     min_mem_bw_gbps: float = 0.0
     """Fail a device below this memory bandwidth; 0 = report only."""
+    shm_bytes: int = 0
+    """The /dev/shm size the pod is configured with (job.json ``smoke.shmSizeBytes``); the node
+    fails when the mounted /dev/shm is smaller; 0 = not known."""
     min_shm_bytes: int = 0
-    """Fail the node when /dev/shm is smaller; 0 = no check."""
+    """Floor for /dev/shm (what NCCL needs with several ranks per node); 0 = none."""
     require_rdma: bool = False
-    """Fail the node when no InfiniBand/RDMA device is visible (runtime requests RDMA)."""
+    """Fail the node when no InfiniBand/RDMA device is visible (the runtime enables RDMA)."""
+    rdma_resource_name: str = ""
+    """The RDMA extended resource the pod requests, for reports."""
     device_checks: frozenset[str] = frozenset({"visible", "memory", "matmul"})
     """Which CUDA checks run: ``visible`` (count, driver), ``memory`` (allocation and bandwidth),
     ``matmul`` (correctness and TFLOP/s)."""
@@ -112,6 +117,8 @@ class GateConfig:
             )
         if self.iterations < 1 or self.matmul_size < 1:
             raise bad("iterations", "iterations and matmulSize must be >= 1")
+        if self.shm_bytes < 0 or self.min_shm_bytes < 0:
+            raise bad("shmSizeBytes", "/dev/shm sizes must be >= 0 bytes")
         if self.rendezvous_timeout_s <= 0 or self.step_timeout_s <= 0 or self.total_timeout_s < 0:
             raise bad("timeouts", "rendezvous and step timeouts must be > 0 seconds")
         unknown_device = self.device_checks - {"visible", "memory", "matmul", "p2p"}

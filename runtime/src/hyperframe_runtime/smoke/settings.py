@@ -13,13 +13,13 @@ from hyperframe.api.resolved import ResolvedJobConfig
 from hyperframe_runtime.jobenv import JobEnv, JobEnvError
 from hyperframe_runtime.smoke.config import GateConfig
 
-__all__ = ["gate_config", "split_timeout"]
+__all__ = ["SHM_FLOOR_BYTES", "gate_config", "split_timeout"]
 
 _DEVICE_CHECKS = frozenset({"visible", "memory", "matmul"})
 # NCCL's intra-node transport lives in /dev/shm; the container default (64 MiB) is the classic
-# failure. job.json does not carry the runtime's shmSize, so GPU jobs with several ranks per node
-# check a floor that the rendered memory-backed /dev/shm always clears and 64 MiB never does.
-_SHM_FLOOR_BYTES = 256 << 20
+# failure. Every job checks the size job.json says the pod mounts; GPU jobs with several ranks per
+# node also check this floor, which 64 MiB never clears.
+SHM_FLOOR_BYTES = 256 << 20
 
 
 def split_timeout(total_s: float, rendezvous_cap_s: float) -> tuple[float, float]:
@@ -55,7 +55,10 @@ def gate_config(job: ResolvedJobConfig, env: JobEnv, *, node_name: str) -> GateC
         backend=job.backend,
         memory_fraction=smoke.memory_fraction if "memory" in device_checks else 0.0,
         device_checks=frozenset(device_checks),
-        min_shm_bytes=_SHM_FLOOR_BYTES if cuda and job.procs_per_node > 1 else 0,
+        shm_bytes=smoke.shm_size_bytes,
+        min_shm_bytes=SHM_FLOOR_BYTES if cuda and job.procs_per_node > 1 else 0,
+        require_rdma=smoke.rdma_enabled,
+        rdma_resource_name=smoke.rdma_resource_name or "",
         allreduce_sizes=tuple(smoke.nccl_message_sizes),
         min_busbw_gbps=smoke.min_bus_bandwidth_gbps,
         rendezvous_timeout_s=rendezvous_s,
