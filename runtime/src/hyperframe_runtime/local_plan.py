@@ -2,11 +2,13 @@
 
 The job is rendered exactly as in a cluster; this module reads the ConfigMap's ``job.json`` and,
 per pod, the smoke-gate and trainer commands and their env, then rewrites only what differs on one
-machine: the rendezvous address (127.0.0.1 and a free port) and the config path.
+machine: the rendezvous address (127.0.0.1 and a free port), the config path, and the pod-only
+facts of the gate (the memory-backed /dev/shm size and RDMA devices, which no local process gets).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -80,8 +82,11 @@ def plan(objects: Sequence[Mapping[str, Any]]) -> LocalPlan:
     configmaps = [o for o in objects if o.get("kind") == "ConfigMap"]
     if len(configmaps) != 1 or CONFIG_FILE_NAME not in configmaps[0].get("data", {}):
         raise ValueError(f"expected one ConfigMap with {CONFIG_FILE_NAME}, found {len(configmaps)}")
-    job_json = str(configmaps[0]["data"][CONFIG_FILE_NAME])
-    job = ResolvedJobConfig.from_json(job_json)
+    rendered = ResolvedJobConfig.from_json(str(configmaps[0]["data"][CONFIG_FILE_NAME]))
+    # This machine's /dev/shm is not the pod's emptyDir, and no device plugin hands out RDMA devices.
+    smoke = dataclasses.replace(rendered.smoke, shm_size_bytes=0, rdma_enabled=False, rdma_resource_name=None)
+    job = dataclasses.replace(rendered, smoke=smoke)
+    job_json = job.to_json()
     nodes = []
     for pod in (o for o in objects if o.get("kind") == "Pod"):
         name = str(pod["metadata"]["name"])

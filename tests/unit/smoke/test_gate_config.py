@@ -177,10 +177,13 @@ def test_probe_selection_and_simulation_hook() -> None:
 
 
 def test_gate_checks_the_pods_shm_size_and_rdma_from_job_json() -> None:
-    job_json, env = _rendered()
+    _, env = _rendered()
     from hyperframe.api.resolved import ResolvedJobConfig
 
-    job = ResolvedJobConfig.from_json(job_json)
+    docs = list(yaml.safe_load_all((REPO / "examples" / "cpu-2node.yaml").read_text()))
+    pair = [next(d for d in docs if d["kind"] == kind) for kind in ("HyperFrameJob", "HyperFrameRuntime")]
+    (configmap,) = [o for o in render_job(*pair) if o["kind"] == "ConfigMap"]
+    job = ResolvedJobConfig.from_json(configmap["data"]["job.json"])
     config = gate_config(job, JobEnv.from_env(env), node_name="n")
     # cpu-2node: shmSize 1Gi under a 4Gi memory limit; CPU jobs get no floor and no RDMA check.
     assert (config.shm_bytes, config.min_shm_bytes, config.require_rdma) == (1 << 30, 0, False)

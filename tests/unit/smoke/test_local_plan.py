@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from hyperframe.api.resolved import ResolvedJobConfig
 from hyperframe.render import render_job
 from hyperframe_runtime.local_plan import LocalPlan, localize, parse_progress_line, plan
 from hyperframe_runtime.progress import ProgressUpdate, format_line
@@ -69,3 +70,18 @@ def test_gpu_nodes_get_disjoint_device_slices() -> None:
     assert node_gpus(2, 0, None) == {"CUDA_VISIBLE_DEVICES": "0,1"}
     assert node_gpus(2, 1, None) == {"CUDA_VISIBLE_DEVICES": "2,3"}
     assert node_gpus(1, 1, "4, 6") == {"CUDA_VISIBLE_DEVICES": "6"}
+
+
+def test_local_job_json_drops_the_pods_shm_size_and_rdma() -> None:
+    docs = list(yaml.safe_load_all((REPO / "examples" / "gpu-rdma.yaml").read_text()))
+    job = next(d for d in docs if d["kind"] == "HyperFrameJob")
+    runtime = next(d for d in docs if d["kind"] == "HyperFrameRuntime")
+    objects = render_job(job, runtime)
+    (configmap,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    rendered = ResolvedJobConfig.from_json(configmap["data"]["job.json"])
+    assert rendered.smoke.shm_size_bytes == 128 << 30 and rendered.smoke.rdma_enabled
+    local = plan(objects)
+    assert ResolvedJobConfig.from_json(local.job_json) == local.job
+    smoke = local.job.smoke
+    assert (smoke.shm_size_bytes, smoke.rdma_enabled, smoke.rdma_resource_name) == (0, False, None)
+    assert local.job.world_size == rendered.world_size and local.job.smoke.enabled == rendered.smoke.enabled
