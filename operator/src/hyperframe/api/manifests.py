@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.models import HyperFrameJob, HyperFrameRuntime, parse_job, parse_runtime
+from hyperframe.api.models import HyperFrameJob, HyperFrameRuntime, parse_job_and_runtime
 from hyperframe.constants import JOB_KIND, RUNTIME_KIND
 
 __all__ = ["load_documents", "load_job_and_runtime", "select_job_and_runtime"]
@@ -88,16 +88,4 @@ def load_job_and_runtime(
     docs = load_documents(job_path)
     extra = [d for p in runtime_paths for d in load_documents(p)]
     job_obj, runtime_obj = select_job_and_runtime(docs, extra)
-    errors: list[FieldError] = []
-    job = runtime = None
-    try:
-        job = parse_job(job_obj)
-    except SpecError as exc:
-        errors.extend(exc.errors)
-    try:
-        runtime = parse_runtime(runtime_obj)
-    except SpecError as exc:
-        errors.extend(FieldError(f"HyperFrameRuntime.{e.path}", e.problem, e.fix) for e in exc.errors)
-    if errors or job is None or runtime is None:
-        raise SpecError(errors)
-    return job, runtime
+    return parse_job_and_runtime(job_obj, runtime_obj)

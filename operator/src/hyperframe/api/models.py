@@ -18,7 +18,14 @@ from hyperframe.api.job import MAX_JOB_NAME_LENGTH, JobSpec
 from hyperframe.api.runtime import RuntimeSpec
 from hyperframe.constants import API_VERSION, JOB_KIND, RUNTIME_KIND
 
-__all__ = ["HyperFrameJob", "HyperFrameRuntime", "ObjectMeta", "parse_job", "parse_runtime"]
+__all__ = [
+    "HyperFrameJob",
+    "HyperFrameRuntime",
+    "ObjectMeta",
+    "parse_job",
+    "parse_job_and_runtime",
+    "parse_runtime",
+]
 
 # The job name is also the headless Service name, so it must be a DNS-1035 label.
 JOB_NAME_PATTERN: Final = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -152,3 +159,20 @@ def parse_runtime(obj: Any) -> HyperFrameRuntime:
     if errors or meta is None or spec is None:
         raise SpecError(errors)
     return HyperFrameRuntime(metadata=meta, spec=spec)
+
+
+def parse_job_and_runtime(job_obj: Any, runtime_obj: Any) -> tuple[HyperFrameJob, HyperFrameRuntime]:
+    """Parse both objects; one SpecError lists every problem of both (runtime paths prefixed)."""
+    errors: list[FieldError] = []
+    job = runtime = None
+    try:
+        job = parse_job(job_obj)
+    except SpecError as exc:
+        errors.extend(exc.errors)
+    try:
+        runtime = parse_runtime(runtime_obj)
+    except SpecError as exc:
+        errors.extend(FieldError(f"{RUNTIME_KIND}.{e.path}", e.problem, e.fix) for e in exc.errors)
+    if errors or job is None or runtime is None:
+        raise SpecError(errors)
+    return job, runtime

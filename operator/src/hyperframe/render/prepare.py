@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.models import HyperFrameJob, HyperFrameRuntime, parse_job, parse_runtime
+from hyperframe.api.models import HyperFrameJob, HyperFrameRuntime, parse_job_and_runtime
 from hyperframe.api.resolve import DEFAULT_NAMESPACE, Resolution, resolve
 from hyperframe.constants import API_VERSION, JOB_KIND, LABEL_JOB, LABEL_MANAGED_BY, MANAGED_BY
 from hyperframe.render.context import RenderContext
@@ -52,17 +51,6 @@ class Prepared:
 
 def prepare(job: Mapping[str, Any], runtime: Mapping[str, Any], ctx: RenderContext) -> Prepared:
     """Parse both objects and resolve them; SpecError lists every problem of both."""
-    errors: list[FieldError] = []
-    parsed_job = parsed_runtime = None
-    try:
-        parsed_job = parse_job(job)
-    except SpecError as exc:
-        errors.extend(exc.errors)
-    try:
-        parsed_runtime = parse_runtime(runtime)
-    except SpecError as exc:
-        errors.extend(FieldError(f"HyperFrameRuntime.{e.path}", e.problem, e.fix) for e in exc.errors)
-    if errors or parsed_job is None or parsed_runtime is None:
-        raise SpecError(errors)
+    parsed_job, parsed_runtime = parse_job_and_runtime(job, runtime)
     resolution = resolve(parsed_job, parsed_runtime, generation=ctx.gang_generation)
     return Prepared(job=parsed_job, runtime=parsed_runtime, resolution=resolution, ctx=ctx)
