@@ -114,6 +114,7 @@ def test_ttl_deletes_the_finished_job_and_nothing_recreates_it(
 ) -> None:
     kubectl.apply([gpu_job("ttl", namespace, run_policy={"ttlSecondsAfterFinished": 2})])
     gang = wait_running_gang(operator, kubectl, namespace, "ttl", nodes=2, generation=0)
+    known = {p["metadata"]["uid"] for p in gang}
     finish_pod(kubectl, namespace, rank_pod(gang, 0)["metadata"]["name"], exit_code=0)
     wait(
         operator,
@@ -121,12 +122,15 @@ def test_ttl_deletes_the_finished_job_and_nothing_recreates_it(
         lambda s: s.get("_absent", False),
         what="job deleted",
     )
-    # No recreate loop: the job stays gone and no pod of it comes back while the operator runs on.
+    # No recreate loop: the job stays gone and no new pod appears while the operator runs on;
+    # the pods left are the old ones, which the garbage collector removes.
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         assert status(kubectl, namespace, "ttl").get("_absent"), "the job was recreated"
-        assert not live_pods(kubectl, namespace, "ttl"), "pods of a deleted job were recreated"
+        new = {p["metadata"]["uid"] for p in pods(kubectl, namespace, "ttl")} - known
+        assert not new, "pods of a deleted job were recreated"
         time.sleep(1)
+    wait(operator, lambda: pods(kubectl, namespace, "ttl"), lambda ps: not ps, what="GC removed the pods")
 
 
 def test_suspend_deletes_pods_keeps_status_and_resume_recreates(
