@@ -321,3 +321,12 @@ def test_a_finished_pod_on_a_not_ready_node_never_asks_for_an_immediate_requeue(
     nodes = {**NODES, "n2": not_ready("n2", since=at(0))}
     plan = run(job(), started(phase=Phase.RUNNING), pods, nodes=nodes, now_s=100)
     assert plan.requeue_after is None or plan.requeue_after >= 0.5
+
+
+def test_a_finished_job_keeps_its_verdict_when_its_spec_becomes_invalid() -> None:
+    from hyperframe.api.errors import FieldError, SpecError
+    from hyperframe.controller.state_machine import invalid
+
+    done = run(job(), started(phase=Phase.RUNNING), [Pod(0).on("n1").exited(0).obj()]).status
+    plan = invalid(2, done, [], SpecError([FieldError("spec.x", "bad", "fix it")]), at(9))
+    assert plan.status.phase == Phase.SUCCEEDED and plan.events == ()

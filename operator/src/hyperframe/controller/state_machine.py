@@ -359,9 +359,11 @@ def invalid(
     d = _Draft(job=facts, now=now, status=stored.replace(observed_generation=job_generation))
     if stored.phase is None:
         d.cond(C.CREATED, True, "Created", "accepted; the spec is checked next")
-    if d.status.phase is None or not d.status.phase.finished or d.status.message != message:
+    # A job that already finished keeps its verdict; an active one fails (once: the same message
+    # on the next reconcile changes nothing).
+    if d.status.phase is None or not d.status.phase.finished:
         _finish(d, pods, Phase.FAILED, reason, message, everything=True)
     else:
-        for deletion in pods_to_clean(pods, CleanPodPolicy.RUNNING, everything=True):
+        for deletion in pods_to_clean(pods, CleanPodPolicy.RUNNING):
             d.deletions.setdefault(deletion.name, deletion)
     return d.plan()
