@@ -89,15 +89,6 @@ def test_gate_failure_on_one_node_excludes_it_and_the_gang_succeeds_elsewhere(
     assert st["excludedNodes"] == [bad]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "known renderer bug: with 2+ excluded nodes, render/pod.py puts them all in one matchFields "
-        "NotIn term, which the API server rejects (one value per node-field selector); the operator "
-        "then fails the job as PodRejected. Fix: one matchFields entry per excluded node. "
-        "Remove this mark with that fix (strict: the test starts failing as XPASS)."
-    ),
-)
 def test_gate_failure_on_every_node_fails_at_the_backoff_limit(
     operator: OperatorProcess, kubectl: Kubectl, namespace: str, healthy_nodes: None
 ) -> None:

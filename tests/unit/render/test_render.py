@@ -248,7 +248,11 @@ def test_excluded_nodes_are_kept_out_by_required_node_affinity() -> None:
     assert term["matchExpressions"] == [
         {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["n1", "n2"]}
     ]
-    assert term["matchFields"] == [{"key": "metadata.name", "operator": "NotIn", "values": ["n1", "n2"]}]
+    # One value per matchFields requirement: the API server rejects more (requirements are ANDed).
+    assert term["matchFields"] == [
+        {"key": "metadata.name", "operator": "NotIn", "values": ["n1"]},
+        {"key": "metadata.name", "operator": "NotIn", "values": ["n2"]},
+    ]
 
 
 def test_gpu_pods_spread_one_per_node_within_a_generation() -> None:

@@ -115,7 +115,11 @@ def _affinity(p: Prepared) -> dict[str, Any]:
     if excluded:
         term = {
             "matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "NotIn", "values": excluded}],
-            "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": excluded}],
+            # The API server allows exactly one value per matchFields requirement; the
+            # requirements of one term are ANDed, so one NotIn per node excludes them all.
+            "matchFields": [
+                {"key": "metadata.name", "operator": "NotIn", "values": [node]} for node in excluded
+            ],
         }
         affinity["nodeAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
