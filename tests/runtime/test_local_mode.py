@@ -5,7 +5,9 @@ Each test runs the real command (``python -m hyperframe.cli local ...``) as a su
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -102,22 +104,33 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         text=True,
         cwd=REPO,
+        # As a shell starts a background job: SIGINT ignored. Ctrl-C must still stop the run.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
-    assert proc.stdout is not None
-    seen = []
-    deadline = time.monotonic() + 600
-    for line in proc.stdout:  # wait until the ranks are training
-        seen.append(line)
-        if parse_progress_line(line) is not None or time.monotonic() > deadline:
-            break
-    assert any(parse_progress_line(line) for line in seen), "".join(seen)
-    assert len(_marked(workdir)) >= 6, "expected 2 launchers and 4 ranks running"
-    proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, "".join(seen) + rest
-    assert "== interrupted: stopping every node" in rest
-    results = [json.loads(p.read_text()) for p in workdir.glob("launch-node*.json")]
-    assert results, "the launchers must write their result when stopped"
-    assert all(not r["ok"] and "signal" in r["reason"] for r in results), results
-    time.sleep(0.5)
-    assert _marked(workdir) == [], "orphan processes left behind"
+    try:
+        assert proc.stdout is not None
+        seen = []
+        deadline = time.monotonic() + 600
+        for line in proc.stdout:  # wait until the ranks are training
+            seen.append(line)
+            if parse_progress_line(line) is not None or time.monotonic() > deadline:
+                break
+        assert any(parse_progress_line(line) for line in seen), "".join(seen)
+        assert len(_marked(workdir)) >= 6, "expected 2 launchers and 4 ranks running"
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 130, "".join(seen) + rest
+        assert "== interrupted: stopping every node" in rest
+        results = [json.loads(p.read_text()) for p in workdir.glob("launch-node*.json")]
+        assert results, "the launchers must write their result when stopped"
+        assert all(not r["ok"] and "signal" in r["reason"] for r in results), results
+        time.sleep(0.5)
+        assert _marked(workdir) == [], "orphan processes left behind"
+    finally:
+        # Whatever failed above, leave nothing running for the rest of the session.
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for pid in _marked(workdir):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

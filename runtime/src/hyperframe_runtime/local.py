@@ -297,7 +297,9 @@ def main(argv: list[str]) -> int:
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, on_signal)
+    # Install both explicitly: a process started in the background by a non-interactive shell
+    # inherits SIGINT as ignored, and Python then leaves it ignored, so Ctrl-C would do nothing.
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     started = time.monotonic()
     runner.say(
         f"hyperframe local: job {local.job.job.name}: {local.job.nodes} node(s) x {local.job.procs_per_node} rank(s), "
@@ -316,4 +318,5 @@ def main(argv: list[str]) -> int:
         return 130
     finally:
         runner.stop()
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
