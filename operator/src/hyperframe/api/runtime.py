@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Final, Literal
+from typing import ClassVar, Final, Literal, get_args
 
 from hyperframe.api.fields import Rule, spec_field
 from hyperframe.api.kube import EnvVar, Toleration
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 DeviceCheck = Literal["visible", "memory", "matmul", "p2p"]
-DEVICE_CHECKS: Final[tuple[str, ...]] = ("visible", "memory", "matmul", "p2p")
+DEVICE_CHECKS: Final[tuple[str, ...]] = get_args(DeviceCheck)
 
 Overridable = Literal[
     "shmSize",
@@ -48,18 +48,7 @@ Overridable = Literal[
     "smoke.minBusBandwidthGBps",
     "smoke.timeoutSeconds",
 ]
-OVERRIDABLE: Final[tuple[str, ...]] = (
-    "shmSize",
-    "env",
-    "tolerations",
-    "nodeSelector",
-    "schedulerName",
-    "priorityClassName",
-    "hostNetwork",
-    "smoke.enabled",
-    "smoke.minBusBandwidthGBps",
-    "smoke.timeoutSeconds",
-)
+OVERRIDABLE: Final[tuple[str, ...]] = get_args(Overridable)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
