@@ -34,6 +34,8 @@ lint: venv
 
 typecheck: venv
 	$(VENV)/bin/mypy
+	# Scripts outside the packages, with the same strict settings from pyproject.toml.
+	$(VENV)/bin/mypy charts/hyperframe-operator/hack/generate.py bench
 
 unit: venv cluster-build
 	$(PY) -m pytest tests/unit -q
