@@ -80,17 +80,24 @@ def apiserver_command(binary: Path, cfg: ClusterConfig, ports: Ports, pki: Pki) 
     ]
 
 
-def controller_manager_command(binary: Path, cfg: ClusterConfig, ports: Ports, pki: Pki) -> list[str]:
-    kubeconfig = cfg.component_kubeconfig("kube-controller-manager")
+def _control_loop_flags(name: str, cfg: ClusterConfig, secure_port: int) -> list[str]:
+    """What kube-controller-manager and kube-scheduler share: their identity and a loopback port."""
+    kubeconfig = cfg.component_kubeconfig(name)
     return [
-        str(binary),
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
-        f"--secure-port={ports.controller_manager}",
-        f"--cert-dir={cfg.pki_dir / 'kube-controller-manager-generated'}",
+        f"--secure-port={secure_port}",
+        f"--cert-dir={cfg.pki_dir / f'{name}-generated'}",
         "--leader-elect=false",
+    ]
+
+
+def controller_manager_command(binary: Path, cfg: ClusterConfig, ports: Ports, pki: Pki) -> list[str]:
+    return [
+        str(binary),
+        *_control_loop_flags("kube-controller-manager", cfg, ports.controller_manager),
         "--use-service-account-credentials=true",
         f"--service-account-private-key-file={pki.sa_key}",
         f"--root-ca-file={pki.ca_cert}",
@@ -106,16 +113,9 @@ def controller_manager_command(binary: Path, cfg: ClusterConfig, ports: Ports, p
 
 
 def scheduler_command(binary: Path, cfg: ClusterConfig, ports: Ports) -> list[str]:
-    kubeconfig = cfg.component_kubeconfig("kube-scheduler")
     return [
         str(binary),
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--secure-port={ports.scheduler}",
-        f"--cert-dir={cfg.pki_dir / 'kube-scheduler-generated'}",
-        "--leader-elect=false",
+        *_control_loop_flags("kube-scheduler", cfg, ports.scheduler),
         "--profiling=false",
         "--v=1",
     ]
