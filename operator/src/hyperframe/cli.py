@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.manifests import load_documents, select_job_and_runtime
+from hyperframe.api.manifests import add_job_file_arguments, load_documents, select_job_and_runtime
 from hyperframe.render import RenderContext, render_job
 from hyperframe.render.yamlout import dump_manifests
 
@@ -77,10 +77,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Render a HyperFrameJob into Kubernetes manifests (multi-document YAML on stdout). "
         "The runtime it references may be in the same file or in --runtime files.",
     )
-    render.add_argument("job", help="YAML file with the HyperFrameJob (may also hold its HyperFrameRuntime)")
-    render.add_argument(
-        "--runtime", action="append", default=[], metavar="FILE", help="YAML file(s) with runtimes"
-    )
+    add_job_file_arguments(render)
     render.add_argument(
         "-n", "--namespace", help="namespace of the job when its metadata has none (default: default)"
     )

@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Final, TextIO
 
 from hyperframe.api.errors import SpecError
-from hyperframe.api.manifests import load_documents, select_job_and_runtime
+from hyperframe.api.manifests import add_job_file_arguments, load_documents, select_job_and_runtime
 from hyperframe.render import render_job
 from hyperframe.smoke_report import SmokeReport
 
@@ -244,10 +244,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run a HyperFrameJob on this machine: render it as the operator would, run the smoke gate "
         "on every node, then train, as local processes (CPU/gloo).",
     )
-    parser.add_argument("job", help="YAML file with the HyperFrameJob (may also hold its HyperFrameRuntime)")
-    parser.add_argument(
-        "--runtime", action="append", default=[], metavar="FILE", help="YAML file(s) with runtimes"
-    )
+    add_job_file_arguments(parser)
     parser.add_argument(
         "--workdir", default="", help="where to keep job.json, reports and logs (default: a temp dir)"
     )

@@ -6,6 +6,7 @@ The runtime is the one the job's ``spec.runtimeRef.name`` names.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,15 @@ from hyperframe.api.errors import FieldError, SpecError
 from hyperframe.api.models import HyperFrameJob, HyperFrameRuntime, parse_job_and_runtime
 from hyperframe.constants import JOB_KIND, RUNTIME_KIND
 
-__all__ = ["load_documents", "load_job_and_runtime", "select_job_and_runtime"]
+__all__ = ["add_job_file_arguments", "load_documents", "load_job_and_runtime", "select_job_and_runtime"]
+
+
+def add_job_file_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``JOB.yaml [--runtime FILE ...]`` arguments shared by ``hyperframe render`` and ``local``."""
+    parser.add_argument("job", help="YAML file with the HyperFrameJob (may also hold its HyperFrameRuntime)")
+    parser.add_argument(
+        "--runtime", action="append", default=[], metavar="FILE", help="YAML file(s) with runtimes"
+    )
 
 
 def load_documents(path: str | Path) -> list[dict[str, Any]]:
