@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl, the KWOK controller and helm) from the Go module proxy, at the versions pinned in
-# cluster/versions.env.
+# kubectl, the KWOK controller and helm), the real node (kubelet, kube-proxy, CoreDNS) and the
+# image toolchain (buildkitd, buildctl, buildx) from the Go module proxy, at the versions pinned
+# in cluster/versions.env.
 #
 # Binaries go to a per-user cache keyed by version:
 #   ${HYPERFRAME_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hyperframe/bin}/<name>-<version>
@@ -48,6 +49,9 @@ K8S="$(pin KUBERNETES_VERSION)"
 ETCD="$(pin ETCD_VERSION)"
 KWOK="$(pin KWOK_VERSION)"
 HELM="$(pin HELM_VERSION)"
+COREDNS="$(pin COREDNS_VERSION)"
+BUILDKIT="$(pin BUILDKIT_VERSION)"
+BUILDX="$(pin BUILDX_VERSION)"
 # k8s.io/kubernetes v1.N.M pairs with staging modules v0.N.M.
 K8S_STAGING="v0.${K8S#v1.}"
 K8S_MINOR="$(echo "$K8S" | cut -d. -f2)"
@@ -59,7 +63,8 @@ target() { echo "$BIN_DIR/$1-$2"; }
 
 missing=()
 for spec in "etcd $ETCD" "kube-apiserver $K8S" "kube-controller-manager $K8S" "kube-scheduler $K8S" \
-            "kubectl $K8S" "kwok $KWOK" "helm $HELM"; do
+            "kubectl $K8S" "kubelet $K8S" "kube-proxy $K8S" "kwok $KWOK" "helm $HELM" "coredns $COREDNS" \
+            "buildkitd $BUILDKIT" "buildctl $BUILDKIT" "buildx $BUILDX"; do
   read -r name version <<<"$spec"
   [[ -x "$(target "$name" "$version")" ]] || missing+=("$name-$version")
 done
@@ -77,7 +82,7 @@ fi
 if [[ "$mode" == gomod ]]; then
   missing=(etcd- kube- kwok- helm-)
 elif ((${#missing[@]} == 0)); then
-  log "control-plane binaries up to date in $BIN_DIR (k8s $K8S, etcd $ETCD, kwok $KWOK, helm $HELM)"
+  log "binaries up to date in $BIN_DIR (k8s $K8S, etcd $ETCD, kwok $KWOK, helm $HELM, coredns $COREDNS, buildkit $BUILDKIT, buildx $BUILDX)"
   exit 0
 fi
 
@@ -132,9 +137,13 @@ write_wrapper() { # <dir> <module> <main-module> <version> <tools imports...> ; 
   (cd "$dir" && go mod tidy)
 }
 
+K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
+
 ensure_kubernetes_wrapper() {
-  local dir="$GOMOD_DIR/kubernetes"
+  local dir="$GOMOD_DIR/kubernetes" cmd imports=()
+  for cmd in "${K8S_COMMANDS[@]}"; do imports+=("k8s.io/kubernetes/cmd/$cmd"); done
   if grep -qx "require k8s.io/kubernetes $K8S" "$dir/go.mod" 2>/dev/null \
+    && [[ "$(grep -c '_ "k8s.io/kubernetes/cmd/' "$dir/tools.go" 2>/dev/null)" == "${#K8S_COMMANDS[@]}" ]] \
     && ! grep -E '^\s+k8s\.io/\S+ => k8s\.io/\S+ v' "$dir/go.mod" | grep -vq " $K8S_STAGING\$"; then
     return
   fi
@@ -142,9 +151,7 @@ ensure_kubernetes_wrapper() {
   gomod="$(module_field "k8s.io/kubernetes@$K8S" GoMod)"
   [[ -f "$gomod" ]] || die "could not download k8s.io/kubernetes@$K8S from the Go module proxy"
   sed -n 's#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/src/.*#\t\1 => \1 '"$K8S_STAGING"'#p' "$gomod" \
-    | write_wrapper "$dir" hyperframe.dev/cluster/kubernetes k8s.io/kubernetes "$K8S" \
-        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-        k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+    | write_wrapper "$dir" hyperframe.dev/cluster/kubernetes k8s.io/kubernetes "$K8S" "${imports[@]}"
 }
 
 ensure_etcd_wrapper() {
@@ -216,10 +223,10 @@ if need etcd-; then
   build_one etcd "$ETCD" go_build_etcd
 fi
 
-if need kube- || need kubectl-; then
+if need kube- || need kubectl- || need kubelet-; then
   ensure_kubernetes_wrapper
   K8S_LDFLAGS="$(k8s_ldflags)"
-  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for cmd in "${K8S_COMMANDS[@]}"; do
     build_one "$cmd" "$K8S" go_build_k8s "$cmd"
   done
 fi
@@ -241,4 +248,22 @@ if need helm-; then
   build_one helm "$HELM" go_install_to_out "helm.sh/helm/v3/cmd/helm@$HELM" "$helm_flags"
 fi
 
-log "control-plane binaries ready in $BIN_DIR"
+# The real node's cluster DNS (modules without replace directives: plain `go install`).
+if need coredns-; then
+  build_one coredns "$COREDNS" go_install_to_out "github.com/coredns/coredns@$COREDNS" \
+    "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS"
+fi
+
+# The image toolchain: BuildKit's daemon and client, and buildx for `buildx bake`.
+if need buildkitd- || need buildctl-; then
+  for cmd in buildkitd buildctl; do
+    build_one "$cmd" "$BUILDKIT" go_install_to_out "github.com/moby/buildkit/cmd/$cmd@$BUILDKIT" \
+      "-s -w -X github.com/moby/buildkit/version.Version=$BUILDKIT"
+  done
+fi
+if need buildx-; then
+  build_one buildx "$BUILDX" go_install_to_out "github.com/docker/buildx/cmd/buildx@$BUILDX" \
+    "-s -w -X github.com/docker/buildx/version.Version=$BUILDX"
+fi
+
+log "binaries ready in $BIN_DIR"

@@ -48,8 +48,14 @@ BINARIES: Final[dict[str, str]] = {
     "kube-controller-manager": "KUBERNETES_VERSION",
     "kube-scheduler": "KUBERNETES_VERSION",
     "kubectl": "KUBERNETES_VERSION",
+    "kubelet": "KUBERNETES_VERSION",
+    "kube-proxy": "KUBERNETES_VERSION",
     "kwok": "KWOK_VERSION",
     "helm": "HELM_VERSION",
+    "coredns": "COREDNS_VERSION",
+    "buildkitd": "BUILDKIT_VERSION",
+    "buildctl": "BUILDKIT_VERSION",
+    "buildx": "BUILDX_VERSION",
 }
 
 _PIN_LINE = re.compile(r"^([A-Z0-9_]+)=(\S+)")
@@ -68,6 +74,9 @@ class Pins:
     kwok: str
     helm: str
     go_min: str
+    coredns: str
+    buildkit: str
+    buildx: str
 
     def version_of(self, binary_name: str) -> str:
         """The pinned version the named binary is built at."""
@@ -77,6 +86,9 @@ class Pins:
             "ETCD_VERSION": self.etcd,
             "KWOK_VERSION": self.kwok,
             "HELM_VERSION": self.helm,
+            "COREDNS_VERSION": self.coredns,
+            "BUILDKIT_VERSION": self.buildkit,
+            "BUILDX_VERSION": self.buildx,
         }[key]
 
 
@@ -109,6 +121,9 @@ def pins() -> Pins:
             kwok=values["KWOK_VERSION"],
             helm=values["HELM_VERSION"],
             go_min=values["GO_MIN_VERSION"],
+            coredns=values["COREDNS_VERSION"],
+            buildkit=values["BUILDKIT_VERSION"],
+            buildx=values["BUILDX_VERSION"],
         )
     except KeyError as missing:
         raise RuntimeError(f"{versions_file()}: no {missing.args[0]}=... line") from None
