@@ -49,8 +49,9 @@ cluster-up: venv cluster-build
 cluster-down: venv
 	$(PY) -m hyperframe_devcluster down
 
+# The tests' cluster gets the real node (containers on this machine) unless the caller says 0.
 test: venv cluster-build lint typecheck
-	$(PY) -m pytest -q
+	HYPERFRAME_CLUSTER_REAL_NODE=$${HYPERFRAME_CLUSTER_REAL_NODE:-1} $(PY) -m pytest -q
 
 bench: venv
 	$(PY) -m bench

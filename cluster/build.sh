@@ -64,7 +64,7 @@ target() { echo "$BIN_DIR/$1-$2"; }
 missing=()
 for spec in "etcd $ETCD" "kube-apiserver $K8S" "kube-controller-manager $K8S" "kube-scheduler $K8S" \
             "kubectl $K8S" "kubelet $K8S" "kube-proxy $K8S" "kwok $KWOK" "helm $HELM" "coredns $COREDNS" \
-            "buildkitd $BUILDKIT" "buildctl $BUILDKIT" "buildx $BUILDX"; do
+            "buildkitd $BUILDKIT" "buildctl $BUILDKIT" "buildx $BUILDX" "pause $K8S"; do
   read -r name version <<<"$spec"
   [[ -x "$(target "$name" "$version")" ]] || missing+=("$name-$version")
 done
@@ -246,6 +246,19 @@ if need helm-; then
   helm_flags+=" -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$helm_client_go"
   helm_flags+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$helm_client_go"
   build_one helm "$HELM" go_install_to_out "helm.sh/helm/v3/cmd/helm@$HELM" "$helm_flags"
+fi
+
+# The pod sandbox ("pause") process of the real node, compiled from the C source that ships in the
+# pinned k8s.io/kubernetes module (build/pause/linux/pause.c), statically, as upstream does.
+build_pause() {
+  local src
+  src="$(module_field "k8s.io/kubernetes@$K8S" Dir)/build/pause/linux/pause.c"
+  [[ -f "$src" ]] || die "k8s.io/kubernetes $K8S has no $src"
+  command -v gcc >/dev/null || die "gcc is needed to compile the pause binary (apt-get install gcc libc6-dev)"
+  gcc -Os -Wall -Werror -static -DVERSION="$K8S" -o "$out" "$src"
+}
+if need pause-; then
+  build_one pause "$K8S" build_pause
 fi
 
 # The real node's cluster DNS (modules without replace directives: plain `go install`).

@@ -9,6 +9,7 @@ from pathlib import Path
 from . import paths
 from .cluster import LocalCluster
 from .config import ClusterConfig
+from .prereqs import PrerequisiteError
 from .process import ComponentNotReadyError
 
 
@@ -25,10 +26,14 @@ def _link_client_binaries(state_dir: Path) -> Path:
 
 def _env_lines(cluster: LocalCluster) -> list[str]:
     bin_dir = cluster.config.state_dir / "bin"
-    return [
+    lines = [
         f"export KUBECONFIG={cluster.kubeconfig}",
         f'export PATH="{bin_dir}:$PATH"  # pinned kubectl and helm',
     ]
+    registry = cluster.registry()
+    if registry is not None:
+        lines.append(f"export HYPERFRAME_REGISTRY={registry}  # the real node pulls from here (make images)")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,13 +48,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     state_dir = (args.state_dir or paths.cluster_dir()).resolve()
-    cluster = LocalCluster(ClusterConfig.from_env(state_dir))
-
+    if args.command == "up":
+        cluster = LocalCluster(ClusterConfig.from_env(state_dir))
+    else:
+        # down/status/env describe the cluster as it was started, whatever this shell's settings.
+        cluster = LocalCluster(ClusterConfig.from_state(state_dir))
     if args.command == "up":
         try:
             report = cluster.up(reuse=not args.restart)
             _link_client_binaries(state_dir)
-        except (paths.BinaryMissingError, ComponentNotReadyError) as error:
+        except (paths.BinaryMissingError, ComponentNotReadyError, PrerequisiteError) as error:
             print(f"cluster up failed: {error}", file=sys.stderr)
             return 1
         if report.reused:

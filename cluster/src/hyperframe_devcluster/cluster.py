@@ -18,9 +18,10 @@ from typing import Any
 
 import yaml
 
-from . import components, paths, sim
+from . import components, paths, prereqs, sim
 from .config import COMPONENTS, ClusterConfig, Ports, free_ports
 from .kube import Kubectl
+from .node import NODE_COMPONENTS, RealNode
 from .pki import Pki, ensure_pki
 from .probes import apiserver_context, http_ok, insecure_context
 from .process import (
@@ -70,8 +71,20 @@ class LocalCluster:
     def pid(self, component: str) -> int | None:
         return running_pid(self.config.pid_file(component), self._marker)
 
+    @property
+    def node(self) -> RealNode:
+        """The real node of this cluster (running only when `config.real_node`)."""
+        return RealNode(self.config, self.pki)
+
+    def components(self) -> tuple[str, ...]:
+        return COMPONENTS + NODE_COMPONENTS if self.config.real_node else COMPONENTS
+
     def running_components(self) -> list[str]:
-        return [c for c in COMPONENTS if self.pid(c) is not None]
+        return [c for c in COMPONENTS if self.pid(c) is not None] + self.node.running_components()
+
+    def registry(self) -> str | None:
+        """host:port of the local image registry (with the real node), else None."""
+        return self.node.registry_address() if self.config.real_node else None
 
     def apiserver_ready(self) -> bool:
         ports = self.config.read_ports()
@@ -81,10 +94,10 @@ class LocalCluster:
 
     def is_up(self) -> bool:
         """Every component runs and the apiserver answers /readyz."""
-        return len(self.running_components()) == len(COMPONENTS) and self.apiserver_ready()
+        return set(self.running_components()) == set(self.components()) and self.apiserver_ready()
 
     def log_tails(self, lines: int = 30) -> dict[str, str]:
-        return {c: log_tail(self.config.log_file(c), lines) for c in COMPONENTS}
+        return {c: log_tail(self.config.log_file(c), lines) for c in self.components()}
 
     # --- up ---------------------------------------------------------------------------------
     def up(self, *, reuse: bool = True) -> UpReport:
@@ -95,6 +108,8 @@ class LocalCluster:
                 f"control-plane binaries not built: {', '.join(missing)} (in {paths.bin_dir()}); "
                 "run `make cluster-build`"
             )
+        if self.config.real_node:
+            prereqs.ensure()
         report = UpReport()
         if reuse and self.is_up():
             report.reused = True
@@ -113,11 +128,17 @@ class LocalCluster:
         shutil.rmtree(cfg.etcd_dir, ignore_errors=True)
         shutil.rmtree(cfg.log_dir, ignore_errors=True)
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
-        pki = ensure_pki(cfg.pki_dir, cfg.service_ip)
-        ports = Ports(*free_ports(6))
+        node_host_ip = None
+        if cfg.real_node:
+            node_host_ip = self.node.prepare().host_ip
+        pki = ensure_pki(cfg.pki_dir, cfg.service_ip, (node_host_ip,) if node_host_ip else ())
+        ports = Ports(*free_ports(7))
         cfg.write_state(ports)
         self._write_kubeconfigs(ports, pki)
         step("prepare")
+        if cfg.real_node:
+            self.node.start_registry(ports.registry)
+            step("registry")
 
         self._launch("etcd", components.etcd_command(paths.etcd(), cfg, ports))
         self._wait(
@@ -128,7 +149,10 @@ class LocalCluster:
         step("etcd")
 
         apiserver = paths.binary("kube-apiserver")
-        self._launch("kube-apiserver", components.apiserver_command(apiserver, cfg, ports, pki))
+        self._launch(
+            "kube-apiserver",
+            components.apiserver_command(apiserver, cfg, ports, pki, node_host_ip=node_host_ip),
+        )
         self._wait("kube-apiserver", "/readyz", lambda: self._apiserver_ready(ports))
         step("kube-apiserver")
 
@@ -176,6 +200,9 @@ class LocalCluster:
             lambda: api.exists("/api/v1/namespaces/default/serviceaccounts/default"),
         )
         step("controllers")
+        if cfg.real_node:
+            self.node.start(api, ports.apiserver)
+            step("real-node")
 
     def _write_kubeconfigs(self, ports: Ports, pki: Pki) -> None:
         server = f"https://127.0.0.1:{ports.apiserver}"
@@ -220,8 +247,13 @@ class LocalCluster:
 
     # --- down -------------------------------------------------------------------------------
     def down(self) -> list[str]:
-        """Stop every component of this directory (reverse order); return the ones that ran."""
-        stopped = [c for c in reversed(COMPONENTS) if stop_component(self.config.pid_file(c), self._marker)]
+        """Stop every component of this directory (reverse order); return the ones that ran.
+
+        The real node goes first and is always cleaned up (also when this run's settings do not
+        ask for it), so a cluster started with it never leaves anything behind.
+        """
+        stopped = self.node.stop()
+        stopped += [c for c in reversed(COMPONENTS) if stop_component(self.config.pid_file(c), self._marker)]
         self.config.state_file.unlink(missing_ok=True)
         return stopped
 

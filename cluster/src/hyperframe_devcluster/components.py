@@ -54,12 +54,33 @@ def etcd_command(binary: Path, cfg: ClusterConfig, ports: Ports) -> list[str]:
     ]
 
 
-def apiserver_command(binary: Path, cfg: ClusterConfig, ports: Ports, pki: Pki) -> list[str]:
+def apiserver_command(
+    binary: Path, cfg: ClusterConfig, ports: Ports, pki: Pki, *, node_host_ip: str | None = None
+) -> list[str]:
+    """Loopback only; with the real node (`node_host_ip`, the host side of its veth) also reachable
+    from pods: the `kubernetes` Service points at that address, and logs/exec reach the kubelet."""
+    if node_host_ip is None:
+        network = [
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            # The `kubernetes` Service cannot point at a loopback address; nothing in-cluster
+            # could reach it anyway (pods are simulated).
+            "--endpoint-reconciler-type=none",
+        ]
+    else:
+        network = [
+            # One bind address serves both the host's clients (127.0.0.1) and the node's pods.
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={node_host_ip}",
+            "--endpoint-reconciler-type=lease",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
+            f"--kubelet-client-certificate={pki.client_cert('apiserver-kubelet-client')}",
+            f"--kubelet-client-key={pki.client_key('apiserver-kubelet-client')}",
+        ]
     return [
         str(binary),
         f"--etcd-servers=http://127.0.0.1:{ports.etcd_client}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        *network,
         f"--secure-port={ports.apiserver}",
         f"--cert-dir={cfg.pki_dir / 'apiserver-generated'}",
         f"--tls-cert-file={pki.apiserver_cert}",
@@ -72,9 +93,6 @@ def apiserver_command(binary: Path, cfg: ClusterConfig, ports: Ports, pki: Pki) 
         f"--service-account-signing-key-file={pki.sa_key}",
         f"--service-cluster-ip-range={cfg.service_cidr}",
         "--allow-privileged=true",
-        # The `kubernetes` Service cannot point at a loopback address; nothing in-cluster
-        # could reach it anyway (pods are simulated).
-        "--endpoint-reconciler-type=none",
         "--profiling=false",
         "--v=1",
     ]

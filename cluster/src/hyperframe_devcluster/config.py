@@ -23,6 +23,7 @@ from typing import Final
 __all__ = [
     "COMPONENTS",
     "ENV_GPU_NODES",
+    "ENV_REAL_NODE",
     "ENV_START_TIMEOUT",
     "ClusterConfig",
     "Ports",
@@ -34,6 +35,8 @@ COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-
 
 ENV_GPU_NODES: Final = "HYPERFRAME_CLUSTER_GPU_NODES"
 ENV_START_TIMEOUT: Final = "HYPERFRAME_CLUSTER_START_TIMEOUT"
+ENV_REAL_NODE: Final = "HYPERFRAME_CLUSTER_REAL_NODE"
+_BOOLEAN: Final = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False, "": False}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,8 @@ class Ports:
     controller_manager: int
     scheduler: int
     kwok: int
+    registry: int
+    """The real node's local image registry (used only with the real node)."""
 
 
 def free_ports(count: int) -> list[int]:
@@ -76,6 +81,8 @@ class ClusterConfig:
     pod_cidr: str = "10.244.0.0/16"
     start_timeout_s: float = 120.0
     """Per-component readiness timeout (generous: CI machines and shared laptops are slow)."""
+    real_node: bool = False
+    """Add the real node `hf-real-0` (containerd, kubelet, kube-proxy, CoreDNS) and a local registry."""
     die_with_parent: bool = False
     """Components get SIGTERM when the starting process dies (pytest sessions), not for `make cluster-up`."""
 
@@ -89,7 +96,8 @@ class ClusterConfig:
 
     @classmethod
     def from_env(cls, state_dir: Path, **overrides: object) -> ClusterConfig:
-        """Defaults, overridden by $HYPERFRAME_CLUSTER_GPU_NODES and $HYPERFRAME_CLUSTER_START_TIMEOUT."""
+        """Defaults, overridden by $HYPERFRAME_CLUSTER_GPU_NODES, $HYPERFRAME_CLUSTER_START_TIMEOUT
+        and $HYPERFRAME_CLUSTER_REAL_NODE."""
         for env, key, kind in (
             (ENV_GPU_NODES, "gpu_nodes", int),
             (ENV_START_TIMEOUT, "start_timeout_s", float),
@@ -101,6 +109,11 @@ class ClusterConfig:
                 overrides[key] = kind(raw)
             except ValueError:
                 raise ValueError(f"{env}={raw!r}: expected a number") from None
+        if "real_node" not in overrides and os.environ.get(ENV_REAL_NODE) is not None:
+            raw = os.environ[ENV_REAL_NODE].strip().lower()
+            if raw not in _BOOLEAN:
+                raise ValueError(f"{ENV_REAL_NODE}={raw!r}: expected 1 or 0 (true/false, yes/no)")
+            overrides["real_node"] = _BOOLEAN[raw]
         return cls(state_dir=state_dir, **overrides)  # type: ignore[arg-type]
 
     @classmethod
@@ -109,7 +122,10 @@ class ClusterConfig:
         try:
             data = json.loads((state_dir / "state.json").read_text())
             return cls(
-                state_dir=state_dir, gpu_nodes=int(data["gpu_nodes"]), system_nodes=int(data["system_nodes"])
+                state_dir=state_dir,
+                gpu_nodes=int(data["gpu_nodes"]),
+                system_nodes=int(data["system_nodes"]),
+                real_node=bool(data.get("real_node", False)),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return cls(state_dir=state_dir)
@@ -155,7 +171,12 @@ class ClusterConfig:
 
     # --- recorded state -------------------------------------------------------------------
     def write_state(self, ports: Ports) -> None:
-        data = {"ports": asdict(ports), "gpu_nodes": self.gpu_nodes, "system_nodes": self.system_nodes}
+        data = {
+            "ports": asdict(ports),
+            "gpu_nodes": self.gpu_nodes,
+            "system_nodes": self.system_nodes,
+            "real_node": self.real_node,
+        }
         self.state_file.write_text(json.dumps(data, indent=2) + "\n")
 
     def read_ports(self) -> Ports | None:

@@ -50,6 +50,7 @@ BINARIES: Final[dict[str, str]] = {
     "kubectl": "KUBERNETES_VERSION",
     "kubelet": "KUBERNETES_VERSION",
     "kube-proxy": "KUBERNETES_VERSION",
+    "pause": "KUBERNETES_VERSION",
     "kwok": "KWOK_VERSION",
     "helm": "HELM_VERSION",
     "coredns": "COREDNS_VERSION",

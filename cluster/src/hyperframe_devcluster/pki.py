@@ -36,6 +36,13 @@ CLIENTS: Final = (
     # kwok patches node and pod status and renews node leases like a kubelet fleet would; it
     # also reads the Stage objects. It is trusted like the admin.
     ClientIdentity("kwok", "kwok-controller", "system:masters"),
+    # The real node: the kubelet as the node's own identity (NodeRestriction applies), kube-proxy
+    # and CoreDNS with the users the bootstrap policy or the cluster's own RBAC binds, and the
+    # apiserver's client identity towards the kubelet (logs, exec).
+    ClientIdentity("kubelet", "system:node:hf-real-0", "system:nodes"),
+    ClientIdentity("kube-proxy", "system:kube-proxy"),
+    ClientIdentity("coredns", "system:coredns"),
+    ClientIdentity("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"),
 )
 
 _DAYS = "3650"
@@ -108,16 +115,21 @@ def _signed_cert(pki: Pki, key: Path, cert: Path, subject: str, extensions: str)
     ext.unlink()
 
 
-def apiserver_sans(service_ip: str) -> list[str]:
-    """Subject alternative names of the apiserver certificate (loopback and in-cluster names)."""
+def apiserver_sans(service_ip: str, extra_ips: tuple[str, ...] = ()) -> list[str]:
+    """Subject alternative names of the apiserver certificate (loopback, in-cluster names, node side)."""
     names = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
     names.append("kubernetes.default.svc.cluster.local")
     ips = ["127.0.0.1", str(ipaddress.ip_address(service_ip))]
+    ips += [str(ipaddress.ip_address(ip)) for ip in extra_ips]
     return [f"DNS:{n}" for n in names] + [f"IP:{ip}" for ip in ips]
 
 
-def ensure_pki(root: Path, service_ip: str) -> Pki:
-    """Create whatever part of the PKI is missing under `root`; return its paths."""
+def ensure_pki(root: Path, service_ip: str, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Create whatever part of the PKI is missing under `root`; return its paths.
+
+    The apiserver certificate is made again when its names change (the real node's veth
+    address is picked at each `up`); `<root>/apiserver.sans` records the names it holds.
+    """
     root.mkdir(parents=True, exist_ok=True)
     pki = Pki(root)
     if not pki.ca_cert.exists():
@@ -128,14 +140,18 @@ def ensure_pki(root: Path, service_ip: str) -> Pki:
             "-addext", "basicConstraints=critical,CA:TRUE",
             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
         )  # fmt: skip
-    if not pki.apiserver_cert.exists():
+    sans = ",".join(apiserver_sans(service_ip, extra_ips))
+    sans_file = root / "apiserver.sans"
+    recorded = sans_file.read_text() if sans_file.exists() else ""
+    if not pki.apiserver_cert.exists() or recorded != sans:
         _ec_key(pki.apiserver_key)
         _signed_cert(
             pki, pki.apiserver_key, pki.apiserver_cert, "/CN=kube-apiserver",
             "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
             "extendedKeyUsage=serverAuth\n"
-            f"subjectAltName={','.join(apiserver_sans(service_ip))}\n",
+            f"subjectAltName={sans}\n",
         )  # fmt: skip
+        sans_file.write_text(sans)
     for client in CLIENTS:
         cert = pki.client_cert(client.file_stem)
         if cert.exists():

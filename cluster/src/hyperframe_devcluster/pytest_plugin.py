@@ -8,6 +8,10 @@
 - `kubectl` (session): a `Kubectl` bound to that kubeconfig.
 - `namespace` (function): a fresh namespace per test, ready for pods (its default service
   account exists), deleted afterwards.
+- `real_node` (session): the cluster's real node `hf-real-0` (HYPERFRAME_CLUSTER_REAL_NODE=1,
+  which `make test` sets). Where it cannot run here (no root, packages that cannot be
+  installed) the cluster starts without it and tests using it skip with that reason; with
+  CI=true they fail instead, so CI never skips them silently.
 
 When a test using the cluster fails, its report gets a "local cluster" section: component log
 tails, the nodes, and `kubectl get`/`describe` of the test namespace's objects and events.
@@ -16,6 +20,7 @@ Missing binaries fail the tests (never skip them) with the command that fixes it
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import secrets
@@ -28,16 +33,21 @@ import pytest
 
 from . import paths
 from .cluster import LocalCluster
-from .config import ClusterConfig
+from .config import ENV_REAL_NODE, ClusterConfig
 from .diagnostics import failure_report
 from .kube import Kubectl, poll
+from .node import RealNode
+from .prereqs import PrerequisiteError
+from .prereqs import ensure as ensure_prerequisites
 from .process import ComponentNotReadyError
 
-__all__ = ["ENV_USE_RUNNING_CLUSTER", "kubeconfig", "kubectl", "local_cluster", "namespace"]
+__all__ = ["ENV_USE_RUNNING_CLUSTER", "kubeconfig", "kubectl", "local_cluster", "namespace", "real_node"]
 
 ENV_USE_RUNNING_CLUSTER: Final = "HYPERFRAME_USE_RUNNING_CLUSTER"
 _SESSION_PREFIX: Final = "pytest-"
 _OWNER_FILE: Final = "owner.pid"
+# Why the session's cluster runs without the real node although it was asked for (or None).
+_real_node_unavailable: str | None = None
 
 
 def _pid_alive(pid: int) -> bool:
@@ -91,7 +101,15 @@ def local_cluster() -> Iterator[LocalCluster]:
     state_dir = Path(explicit).resolve() if explicit else session_root / f"{_SESSION_PREFIX}{os.getpid()}"
     state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / _OWNER_FILE).write_text(f"{os.getpid()}\n")
-    cluster = LocalCluster(ClusterConfig.from_env(state_dir, die_with_parent=True))
+    config = ClusterConfig.from_env(state_dir, die_with_parent=True)
+    if config.real_node:
+        try:
+            ensure_prerequisites()
+        except PrerequisiteError as error:
+            global _real_node_unavailable
+            _real_node_unavailable = str(error)
+            config = dataclasses.replace(config, real_node=False)
+    cluster = LocalCluster(config)
     try:
         cluster.up(reuse=False)
     except ComponentNotReadyError as error:
@@ -102,6 +120,18 @@ def local_cluster() -> Iterator[LocalCluster]:
         cluster.down()
         if not explicit:
             shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def real_node(local_cluster: LocalCluster) -> RealNode:
+    if not local_cluster.config.real_node:
+        reason = _real_node_unavailable or (
+            f"the session's cluster has no real node: set {ENV_REAL_NODE}=1 (`make test` does)"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the real node cannot run: {reason}", pytrace=False)
+        pytest.skip(reason)
+    return local_cluster.node
 
 
 @pytest.fixture(scope="session")

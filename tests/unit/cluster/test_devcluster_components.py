@@ -16,7 +16,13 @@ from hyperframe_devcluster.pki import Pki
 
 CFG = ClusterConfig(state_dir=Path("/state/dir"))
 PORTS = Ports(
-    etcd_client=2379, etcd_peer=2380, apiserver=6443, controller_manager=10257, scheduler=10259, kwok=10247
+    etcd_client=2379,
+    etcd_peer=2380,
+    apiserver=6443,
+    controller_manager=10257,
+    scheduler=10259,
+    kwok=10247,
+    registry=5000,
 )
 PKI = Pki(CFG.pki_dir)
 BIN = Path("/bin/x")
@@ -41,6 +47,17 @@ def test_every_component_listens_on_loopback_only() -> None:
     joined = " ".join(" ".join(c) for c in all_commands().values())
     assert "0.0.0.0" not in joined
     assert "--bind-address=127.0.0.1" in components.apiserver_command(BIN, CFG, PORTS, PKI)
+    assert "--endpoint-reconciler-type=none" in components.apiserver_command(BIN, CFG, PORTS, PKI)
+
+
+def test_with_the_real_node_the_kubernetes_service_points_at_the_host_side_of_its_veth() -> None:
+    flags = components.apiserver_command(BIN, CFG, PORTS, PKI, node_host_ip="10.200.3.1")
+
+    assert "--advertise-address=10.200.3.1" in flags
+    assert "--endpoint-reconciler-type=lease" in flags
+    # logs/exec: the apiserver dials the kubelet at the node IP with its own client certificate.
+    assert "--kubelet-preferred-address-types=InternalIP,Hostname" in flags
+    assert f"--kubelet-client-certificate={PKI.client_cert('apiserver-kubelet-client')}" in flags
 
 
 def test_apiserver_serves_tls_with_rbac_and_service_account_keys() -> None:

@@ -29,7 +29,15 @@ def test_every_pin_is_read_from_versions_env() -> None:
     assert values["COREDNS_VERSION"] == pins.coredns
     assert values["BUILDKIT_VERSION"] == pins.buildkit
     assert values["BUILDX_VERSION"] == pins.buildx
-    for version in (pins.kubernetes, pins.etcd, pins.kwok, pins.helm, pins.coredns, pins.buildkit, pins.buildx):
+    for version in (
+        pins.kubernetes,
+        pins.etcd,
+        pins.kwok,
+        pins.helm,
+        pins.coredns,
+        pins.buildkit,
+        pins.buildx,
+    ):
         assert re.fullmatch(r"v\d+\.\d+\.\d+", version), version
 
 
