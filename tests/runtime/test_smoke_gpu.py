@@ -37,10 +37,21 @@ def _one_node(gpus: int) -> Any:
     return edit
 
 
-def test_cuda_probe_measures_device_0() -> None:
-    config = GateConfig(
-        master_addr="127.0.0.1", master_port=29500, nnodes=1, node_rank=0, nproc_per_node=1, device="cuda"
+def _all_local_gpus(**fields: Any) -> GateConfig:
+    return GateConfig(
+        master_addr="127.0.0.1",
+        master_port=29500,
+        nnodes=1,
+        node_rank=0,
+        nproc_per_node=torch.cuda.device_count(),
+        device="cuda",
+        device_checks=frozenset({"visible", "memory", "matmul", "p2p"}),
+        **fields,
     )
+
+
+def test_cuda_probe_measures_device_0() -> None:
+    config = _all_local_gpus()
     outcome = CudaProbe().check(0, config)
     assert outcome.failure is None, outcome.failure
     figures = outcome.figures
@@ -64,7 +75,24 @@ def test_cuda_probe_names_an_invisible_device() -> None:
     )
     outcome = CudaProbe().check(count, config)
     assert outcome.failure is not None and outcome.failure.reason_id == "device.count"
-    assert f"GPU {count} is not visible" in outcome.failure.message
+    assert (
+        f"GPU {count}: not visible, {count} of {count + 1} requested GPUs visible" in outcome.failure.message
+    )
+
+
+@pytest.mark.parametrize(
+    ("minimum", "reason_id", "fragment"),
+    [
+        ({"min_tflops": 1e5}, "device.matmul", "TFLOP/s < minimum 1e+05 (minMatmulTFLOPS)"),
+        ({"min_mem_bw_gbps": 1e6}, "device.bandwidth", "GB/s < minimum 1e+06 (minMemoryBandwidthGBps)"),
+    ],
+)
+def test_cuda_probe_fails_below_the_runtimes_minimums(
+    minimum: dict[str, float], reason_id: str, fragment: str
+) -> None:
+    outcome = CudaProbe().check(0, _all_local_gpus(**minimum))
+    assert outcome.failure is not None and outcome.failure.reason_id == reason_id
+    assert fragment in outcome.failure.message
 
 
 def test_gate_passes_on_all_local_gpus_with_nccl(tmp_path: Path) -> None:

@@ -63,8 +63,8 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
     FailureReason(
         id="device.count",
         exit_code=SmokeExit.FAIL,
-        summary="fewer visible GPUs than the job asked for",
-        remedy="A GPU is missing from the container: check the node's device plugin and nvidia-smi on the node; the node is excluded and the gang restarts.",
+        summary="the visible GPU count is not what the job asked for",
+        remedy="Fewer GPUs: one is missing from the container, check the node's device plugin and nvidia-smi on the node. More GPUs: the container sees GPUs it did not request, check for privileged mode or a NVIDIA_VISIBLE_DEVICES/CUDA_VISIBLE_DEVICES override in the runtime's env. The node is excluded and the gang restarts.",
     ),
     FailureReason(
         id="device.driver",
@@ -76,7 +76,7 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
         id="device.matmul",
         exit_code=SmokeExit.FAIL,
         summary="a matmul gave a wrong result or too few TFLOP/s",
-        remedy="The GPU computes wrongly or slowly: drain the node and run DCGM diagnostics (dcgmi diag -r 3); check clocks and thermal throttling.",
+        remedy="The GPU computes wrongly or slowly: drain the node and run DCGM diagnostics (dcgmi diag -r 3); check clocks and thermal throttling; or lower the runtime's spec.smoke.minMatmulTFLOPS.",
     ),
     FailureReason(
         id="device.memory",
@@ -85,10 +85,22 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
         remedy="Another process holds GPU memory: check nvidia-smi on the node for stray processes, or lower the runtime's spec.smoke.memoryFraction.",
     ),
     FailureReason(
+        id="device.memory-corrupt",
+        exit_code=SmokeExit.FAIL,
+        summary="device memory did not read back what was written",
+        remedy="GPU memory returns wrong data: check ECC error counts (nvidia-smi -q -d ECC) and the kernel log for Xid errors, drain the node and run DCGM diagnostics (dcgmi diag -r 3).",
+    ),
+    FailureReason(
         id="device.bandwidth",
         exit_code=SmokeExit.FAIL,
         summary="device memory bandwidth below the runtime's minimum",
-        remedy="Device memory is slow: check for ECC errors and clock throttling (nvidia-smi -q), then drain the node.",
+        remedy="Device memory is slow: check for ECC errors and clock throttling (nvidia-smi -q), then drain the node; or lower the runtime's spec.smoke.minMemoryBandwidthGBps.",
+    ),
+    FailureReason(
+        id="device.p2p",
+        exit_code=SmokeExit.FAIL,
+        summary="a copy to another local GPU and back came back wrong",
+        remedy="GPU-to-GPU copies are corrupted: check the links (nvidia-smi nvlink -s, nvidia-smi topo -m) and the kernel log for Xid errors, then drain the node.",
     ),
     FailureReason(
         id="device.hang",

@@ -8,7 +8,7 @@ from pathlib import Path
 from hyperframe.smoke_remedies import FAILURES
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "smoke-gate.md"
-_ROW = re.compile(r"^\| `(?P<id>[a-z.-]+)` \| (?P<exit>\d) \| (?P<summary>[^|]+) \| (?P<remedy>.+) \|$")
+_ROW = re.compile(r"^\| `(?P<id>[a-z0-9.-]+)` \| (?P<exit>\d) \| (?P<summary>[^|]+) \| (?P<remedy>.+) \|$")
 
 
 def test_troubleshooting_table_matches_the_code() -> None:

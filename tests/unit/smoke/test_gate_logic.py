@@ -1,12 +1,15 @@
-"""Pure parts of the gate: busbw, naming of ranks, which failure wins, host checks, the table."""
+"""Pure parts of the gate: busbw, naming of ranks, which failure wins, host checks, the table,
+and the exit code, JSON report and remedy line of a failing host check or busbw threshold."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from hyperframe.constants import SmokeExit
-from hyperframe.smoke_report import DeviceFigures
+from hyperframe.smoke_remedies import FAILURES
+from hyperframe.smoke_report import DeviceFigures, SmokeReport
 from hyperframe_runtime.smoke.collective import bus_bandwidth
 from hyperframe_runtime.smoke.config import GateConfig, GateConfigError
 from hyperframe_runtime.smoke.host_checks import check_host, ib_devices, mounted_shm_bytes
@@ -173,3 +176,36 @@ def test_table_shows_verdict_reason_and_remedy() -> None:
     own = [_record(0, failure=failure)]
     text = format_table(build_report(_config(), own=own, job=own, agent_failure=None, duration_s=2), own)
     assert "FAIL (exit 1) [node.shm]" in text and "/dev/shm is 0.06 GiB" in text and "shmSize" in text
+
+
+def _report_says(report: SmokeReport, own: list[RankRecord], reason_id: str, fragment: str) -> None:
+    sent = json.loads(report.to_termination_message())
+    assert sent["exit_code"] == int(FAILURES[reason_id].exit_code) == report.exit_code
+    assert sent["failed_check"] == reason_id and fragment in sent["reason"]
+    assert sent["remedy"] == FAILURES[reason_id].remedy
+    assert f"  remedy: {FAILURES[reason_id].remedy}" in format_table(report, own).splitlines()
+
+
+@pytest.mark.parametrize(
+    ("config", "shm", "rdma", "reason_id", "fragment"),
+    [
+        ({"shm_bytes": 16 * GIB}, 64 << 20, ["mlx5_0"], "node.shm", "/dev/shm is 64 MiB"),
+        ({"require_rdma": True}, 16 * GIB, [], "node.rdma", "no InfiniBand/RDMA device"),
+    ],
+)
+def test_a_failing_host_check_gives_exit_code_json_and_remedy(
+    config: dict[str, object], shm: int, rdma: list[str], reason_id: str, fragment: str
+) -> None:
+    failure = check_host(_config(**config), shm=lambda: shm, rdma=lambda: rdma)
+    assert failure is not None
+    own = [_record(0, failure=failure)]
+    report = build_report(_config(**config), own=own, job=own, agent_failure=None, duration_s=1)
+    assert report.exit_code == SmokeExit.FAIL
+    _report_says(report, own, reason_id, fragment)
+
+
+def test_busbw_below_the_minimum_gives_exit_code_json_and_remedy() -> None:
+    own = [_record(0, busbw=3.0)]
+    report = build_report(_config(min_busbw_gbps=4.0), own=own, job=own, agent_failure=None, duration_s=1)
+    assert report.exit_code == SmokeExit.FAIL
+    _report_says(report, own, "collective.busbw", "< minimum 4 GB/s")

@@ -190,6 +190,8 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         if smoke_ov and smoke_ov.timeout_seconds is not None
         else rt.smoke.timeout_seconds,
         memory_fraction=rt.smoke.memory_fraction,
+        min_matmul_tflops=rt.smoke.min_matmul_tflops,
+        min_memory_bandwidth_gbps=rt.smoke.min_memory_bandwidth_gbps,
         shm_size_bytes=_mounted_shm_bytes(shm_size, memory),
         rdma_enabled=rdma.enabled,
         rdma_resource_name=rdma.resource_name if rdma.enabled else None,

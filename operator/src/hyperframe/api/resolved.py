@@ -86,6 +86,14 @@ class ResolvedSmoke:
     min_bus_bandwidth_gbps: float = spec_field(
         "Minimum bus bandwidth, GB/s; 0 disables the threshold.", json="minBusBandwidthGBps"
     )
+    min_matmul_tflops: float = spec_field(
+        "Minimum bf16 matmul TFLOP/s per GPU; 0 disables the threshold.", json="minMatmulTFLOPS", default=0.0
+    )
+    min_memory_bandwidth_gbps: float = spec_field(
+        "Minimum copy bandwidth per GPU, GB/s; 0 disables the threshold.",
+        json="minMemoryBandwidthGBps",
+        default=0.0,
+    )
     timeout_seconds: int = spec_field("Time limit of the whole gate.")
     memory_fraction: float = spec_field("Fraction of GPU memory the memory check allocates.")
     shm_size_bytes: int = spec_field(

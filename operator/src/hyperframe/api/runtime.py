@@ -162,8 +162,11 @@ class SmokePolicy:
 
     enabled: bool = spec_field("Run the smoke gate before training.", default=True)
     device_checks: tuple[DeviceCheck, ...] = spec_field(
-        "Per-GPU checks: visible (count and driver), memory (allocate memoryFraction and verify a "
-        "pattern), matmul (compute and compare), p2p (peer copies between local GPUs). Ignored by CPU jobs.",
+        "Per-GPU checks: visible (the visible GPU count equals gpusPerNode), memory (allocate "
+        "memoryFraction, write and read back a pattern, time copies against "
+        "minMemoryBandwidthGBps), matmul (fp32 result against a CPU reference, bf16 TFLOP/s "
+        "against minMatmulTFLOPS), p2p (a verified copy to the next local GPU and back). Ignored "
+        "by CPU jobs.",
         default=("visible", "memory", "matmul"),
         max_items=8,
         unique_items=True,
@@ -179,6 +182,22 @@ class SmokePolicy:
     min_bus_bandwidth_gbps: float = spec_field(
         "Minimum all-reduce bus bandwidth (GB/s, busbw = algbw x 2(n-1)/n); 0 disables the threshold.",
         json="minBusBandwidthGBps",
+        default=0.0,
+        minimum=0,
+        maximum=100000,
+    )
+    min_matmul_tflops: float = spec_field(
+        "Minimum bf16 matmul TFLOP/s of every GPU (the matmul check, 8192x8192 bf16); 0 disables "
+        "the threshold.",
+        json="minMatmulTFLOPS",
+        default=0.0,
+        minimum=0,
+        maximum=100000,
+    )
+    min_memory_bandwidth_gbps: float = spec_field(
+        "Minimum device-to-device copy bandwidth of every GPU (GB/s, read + write, the memory "
+        "check); 0 disables the threshold.",
+        json="minMemoryBandwidthGBps",
         default=0.0,
         minimum=0,
         maximum=100000,

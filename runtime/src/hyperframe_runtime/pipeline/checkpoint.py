@@ -1,39 +1,92 @@
-"""Frame-boundary checkpoints with ``torch.distributed.checkpoint`` (DCP).
+"""Frame-boundary checkpoints that every rank agrees on, with ``torch.distributed.checkpoint`` (DCP).
 
 A snapshot after frame ``k`` (``k`` frames done) lives in ``<dir>/frame-<k:06d>/``:
 
-- the DCP shards: every rank's model parameters and AdamW state, keyed by parameter name
-  (``model/<name>``, ``optim/<name>/exp_avg`` ...). Names are unique across stages, so the keys
-  of different pipeline ranks never collide; data-parallel replicas hold the same keys and DCP
-  writes them once.
-- ``meta.json``, written by global rank 0 after every rank's shards are on disk: frames done,
-  global step, the training config and the plan (the in-frame order table). A snapshot without
-  ``meta.json`` is incomplete and never resumed from.
+- the DCP shards of every rank: model and optimizer state from
+  ``torch.distributed.checkpoint.state_dict.get_state_dict`` (the optimizer state flattened, so
+  that every entry is keyed by parameter name). Names are unique across stages, so the keys of
+  different pipeline ranks never collide and a snapshot does not depend on the pipeline split;
+  data-parallel replicas hold the same keys and DCP writes them once.
+- ``committed/rank-<r>``: rank ``r``'s commit marker, written after its shards are on disk.
+- ``meta.json``: written by global rank 0 only after a barrier and after it has seen every rank's
+  marker: frames done, global step, world size, the training config and the plan. **A snapshot
+  is complete exactly when ``meta.json`` exists**; nothing else is ever resumed from.
 
-Resume loads the newest complete snapshot in place; data is a function of the frame index, so a
-resumed run computes exactly what the uninterrupted run would have.
+A save runs the phases of :data:`SAVE_PHASES`; a job killed at any point leaves either a complete
+snapshot or an incomplete directory that the next save of that frame replaces.
+
+Resume (:func:`resume_snapshot`, collective) first checks that ``checkpoint_dir`` is one volume
+every rank shares (every rank writes a file, every rank must see all of them), then global rank 0
+chooses the newest complete snapshot and broadcasts it; every rank checks that it sees that same
+snapshot as its newest and complete, and all ranks fail together, naming what each rank sees,
+when they do not. Data is a function of the frame index, so a resumed run computes exactly what
+the uninterrupted run would have.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
-from collections.abc import Mapping
+import shutil
+import socket
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
 from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
-__all__ = ["Snapshot", "latest_snapshot", "load_snapshot", "save_snapshot", "snapshot_dir"]
+__all__ = [
+    "SAVE_PHASES",
+    "CheckpointError",
+    "SavePhase",
+    "Snapshot",
+    "agree_on_snapshot",
+    "check_shared_volume",
+    "complete_snapshots",
+    "latest_snapshot",
+    "load_snapshot",
+    "resume_snapshot",
+    "save_snapshot",
+    "snapshot_dir",
+]
+
+log = logging.getLogger(__name__)
 
 META_FILE: Final = "meta.json"
+COMMITTED_DIR: Final = "committed"
+VOLUME_CHECK_DIR: Final = ".volume-check"
 _DIR_RE: Final = re.compile(r"^frame-(\d{6,})$")
+_OPTIONS: Final = StateDictOptions(flatten_optimizer_state_dict=True)
+
+SavePhase = Literal["cleared", "shards-written", "committed", "all-committed", "complete"]
+SAVE_PHASES: Final[tuple[SavePhase, ...]] = (
+    "cleared",
+    "shards-written",
+    "committed",
+    "all-committed",
+    "complete",
+)
+"""What a rank has done when :func:`save_snapshot` reports each phase, in order:
+
+- ``cleared``: rank 0 removed an incomplete directory of this frame left by a killed save;
+- ``shards-written``: DCP returned (this rank's shards and DCP's ``.metadata`` are written);
+- ``committed``: this rank's commit marker is written;
+- ``all-committed``: after a barrier (rank 0: and after checking every marker), before ``meta.json``;
+- ``complete``: rank 0 wrote ``meta.json``; the snapshot is complete.
+"""
+
+
+class CheckpointError(RuntimeError):
+    """The checkpoint volume or its snapshots are unusable; the message says how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -45,71 +98,144 @@ class Snapshot:
     global_step: int
     plan: dict[str, Any]
     config: dict[str, Any]
+    world_size: int = 0
+    """Ranks of the job that saved it (0 in snapshots written before this field existed)."""
 
 
 def snapshot_dir(root: str | Path, frames_done: int) -> Path:
     return Path(root) / f"frame-{frames_done:06d}"
 
 
-def latest_snapshot(root: str | Path) -> Snapshot | None:
-    """The complete snapshot with the most frames done under ``root``, or None."""
+def complete_snapshots(root: str | Path) -> list[int]:
+    """Frames done of every complete snapshot under ``root`` as this process sees it, ascending."""
     base = Path(root)
     if not base.is_dir():
-        return None
-    best: tuple[int, Path] | None = None
+        return []
+    frames = []
     for child in base.iterdir():
         match = _DIR_RE.match(child.name)
         if match and (child / META_FILE).is_file():
-            frames = int(match.group(1))
-            if best is None or frames > best[0]:
-                best = (frames, child)
-    if best is None:
-        return None
-    meta = json.loads((best[1] / META_FILE).read_text(encoding="utf-8"))
+            frames.append(int(match.group(1)))
+    return sorted(frames)
+
+
+def _read_snapshot(path: Path) -> Snapshot:
+    meta = json.loads((path / META_FILE).read_text(encoding="utf-8"))
     return Snapshot(
-        path=best[1],
+        path=path,
         frames_done=int(meta["frames_done"]),
         global_step=int(meta["global_step"]),
         plan=dict(meta["plan"]),
         config=dict(meta["config"]),
+        world_size=int(meta.get("world_size", 0)),
     )
 
 
-def _named_parameters(modules: Mapping[int, nn.Module]) -> dict[str, nn.Parameter]:
-    named: dict[str, nn.Parameter] = {}
+def latest_snapshot(root: str | Path) -> Snapshot | None:
+    """The complete snapshot with the most frames done under ``root`` as this process sees it.
+
+    Not collective: ranks must not resume from their own view; :func:`resume_snapshot` makes
+    them agree."""
+    frames = complete_snapshots(root)
+    return _read_snapshot(snapshot_dir(root, frames[-1])) if frames else None
+
+
+# ---- state: model and optimizer through torch.distributed.checkpoint.state_dict ---------------
+
+
+def _check_unique_names(modules: Mapping[int, nn.Module]) -> None:
+    seen: dict[str, int] = {}
     for stage, module in sorted(modules.items()):
-        for name, param in module.named_parameters():
-            if name in named:
+        for name in module.state_dict():
+            if name in seen:
                 raise ValueError(
-                    f"model: parameter name {name!r} appears in two stages (stage {stage} and an earlier "
-                    "one); checkpoints are keyed by name, so stage modules must use unique names"
+                    f"model: state key {name!r} appears in stage {seen[name]} and stage {stage}; "
+                    "checkpoints are keyed by name, so stage modules must use unique names"
                 )
-            named[name] = param
-    return named
+            seen[name] = stage
 
 
-def _ensure_adamw_state(optimizer: torch.optim.Optimizer) -> None:
-    # AdamW creates its state lazily at the first step; a resume loads into it, so create it
-    # the way AdamW would (zeros, step 0) when it does not exist yet.
-    for group in optimizer.param_groups:
-        for param in group["params"]:
-            state = optimizer.state[param]
-            if not state:
-                state["step"] = torch.tensor(0.0)
-                state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+def _merge(target: nn.Module, source: nn.Module) -> None:
+    """Register ``source``'s parameters, buffers and children on ``target`` under the same names,
+    merging children that both hold (two stages' ``blocks`` ModuleDicts)."""
+    persistent = set(source.state_dict(keep_vars=True))
+    for name, param in source.named_parameters(recurse=False):
+        target.register_parameter(name, param)
+    for name, buffer in source.named_buffers(recurse=False):
+        target.register_buffer(name, buffer, persistent=name in persistent)
+    for name, child in source.named_children():
+        existing = dict(target.named_children()).get(name)
+        if existing is None:
+            target.add_module(name, child)
+            continue
+        if not isinstance(existing, _MergedNode):
+            node = _MergedNode()
+            _merge(node, existing)
+            target.add_module(name, node)
+            existing = node
+        _merge(existing, child)
 
 
-def _state_dict(modules: Mapping[int, nn.Module], optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    if not isinstance(optimizer, torch.optim.AdamW):
-        raise TypeError(f"checkpoints support the trainer's AdamW, got {type(optimizer).__name__}")
-    _ensure_adamw_state(optimizer)
-    state: dict[str, Any] = {}
-    for name, param in _named_parameters(modules).items():
-        state[f"model/{name}"] = param.detach()
-        for key, value in optimizer.state[param].items():
-            state[f"optim/{name}/{key}"] = value
-    return state
+class _MergedNode(nn.Module):
+    """A name-only container; it is never called."""
+
+
+def _rank_model(modules: Mapping[int, nn.Module]) -> nn.Module:
+    """One module whose state-dict keys are exactly the stage modules' own keys (no stage prefix),
+    so that one optimizer over several stages maps onto parameter names."""
+    _check_unique_names(modules)
+    if len(modules) == 1:
+        return next(iter(modules.values()))
+    merged = _MergedNode()
+    for _, module in sorted(modules.items()):
+        _merge(merged, module)
+    return merged
+
+
+def _state(
+    modules: Mapping[int, nn.Module], optimizer: torch.optim.Optimizer
+) -> tuple[nn.Module, dict[str, Any]]:
+    model = _rank_model(modules)
+    model_state, optim_state = get_state_dict(model, optimizer, options=_OPTIONS)
+    return model, {"model": model_state, "optim": optim_state}
+
+
+# ---- saving -----------------------------------------------------------------------------------
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _marker(path: Path, rank: int) -> Path:
+    return path / COMMITTED_DIR / f"rank-{rank}"
+
+
+def _clear_incomplete(path: Path) -> None:
+    # meta.json goes first, so that a kill during the removal leaves an incomplete directory.
+    (path / META_FILE).unlink(missing_ok=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _rank0_verdict(problem: str | None) -> str | None:
+    """Rank 0's ``problem`` on every rank (so that all ranks raise together instead of hanging)."""
+    box: list[str | None] = [problem if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def save_snapshot(
@@ -121,24 +247,152 @@ def save_snapshot(
     optimizer: torch.optim.Optimizer,
     plan: dict[str, Any],
     config: dict[str, Any],
+    on_phase: Callable[[SavePhase], None] | None = None,
 ) -> Path:
-    """Save this rank's part of the snapshot (collective: every rank calls it)."""
+    """Save this rank's part of the snapshot (collective: every rank calls it).
+
+    ``on_phase`` is called on this rank after each phase of :data:`SAVE_PHASES` (progress
+    reporting; the tests kill ranks there)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
     path = snapshot_dir(root, frames_done)
-    dcp_save(_state_dict(modules, optimizer), checkpoint_id=str(path))
+
+    def phase(name: SavePhase) -> None:
+        log.debug("snapshot %s: %s on rank %d", path.name, name, rank)
+        if on_phase is not None:
+            on_phase(name)
+
+    if rank == 0 and path.exists():
+        _clear_incomplete(path)
     dist.barrier()
-    if dist.get_rank() == 0:
-        meta = {"frames_done": frames_done, "global_step": global_step, "plan": plan, "config": config}
-        tmp = path / (META_FILE + ".tmp")
-        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path / META_FILE)
+    phase("cleared")
+
+    _, state = _state(modules, optimizer)
+    dcp_save(state, checkpoint_id=str(path))
+    phase("shards-written")
+
+    marker = _marker(path, rank)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomically(
+        marker, json.dumps({"rank": rank, "frames_done": frames_done, "host": socket.gethostname()})
+    )
+    phase("committed")
+
+    dist.barrier()
+    problem = None
+    if rank == 0:
+        missing = [r for r in range(world) if not _marker(path, r).is_file()]
+        if missing:
+            problem = (
+                f"checkpoint_dir: {path} is missing the commit markers of rank(s) {missing} although "
+                "every rank wrote one; the directory is not one volume shared by every rank (mount a "
+                "ReadWriteMany volume there on every node)"
+            )
+    problem = _rank0_verdict(problem)
+    if problem is not None:
+        raise CheckpointError(problem)
+    phase("all-committed")
+
+    if rank == 0:
+        meta = {
+            "frames_done": frames_done,
+            "global_step": global_step,
+            "world_size": world,
+            "plan": plan,
+            "config": config,
+        }
+        _write_atomically(path / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    phase("complete")
     dist.barrier()
     return path
+
+
+# ---- resuming ---------------------------------------------------------------------------------
+
+
+def check_shared_volume(root: str | Path) -> None:
+    """Fail on every rank unless ``root`` is one directory every rank can write and sees written.
+
+    Collective. Every rank writes ``.volume-check/<run token>/rank-<r>`` and then looks for every
+    other rank's file; a per-node volume (emptyDir, hostPath, a ReadWriteOnce claim per pod)
+    fails here, at start, instead of as a resume from different snapshots later."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    token: list[str | None] = [uuid.uuid4().hex if rank == 0 else None]
+    dist.broadcast_object_list(token, src=0)
+    probe = Path(root) / VOLUME_CHECK_DIR / str(token[0])
+    error = ""
+    try:
+        probe.mkdir(parents=True, exist_ok=True)
+        (probe / f"rank-{rank}").write_text(socket.gethostname(), encoding="utf-8")
+    except OSError as exc:
+        error = f"cannot write there: {exc}"
+    dist.barrier()
+    missing = [r for r in range(world) if not (probe / f"rank-{r}").is_file()]
+    views: list[tuple[int, str, list[int], str] | None] = [None] * world
+    dist.all_gather_object(views, (rank, socket.gethostname(), missing, error))
+    dist.barrier()  # every rank has looked before rank 0 removes the probe
+    if rank == 0:
+        shutil.rmtree(probe, ignore_errors=True)
+    problems = [
+        f"rank {r} on {host}: {err or 'does not see the files of rank(s) ' + _ranks(miss)}"
+        for r, host, miss, err in (v for v in views if v is not None)
+        if err or miss
+    ]
+    if problems:
+        raise CheckpointError(
+            f"checkpoint_dir: {root} is not one volume shared by every rank ({'; '.join(problems)}). "
+            "Mount the same ReadWriteMany volume (NFS, CephFS, a cloud file store) at that path on "
+            "every node, or run the job on one node."
+        )
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+def agree_on_snapshot(views: Sequence[Sequence[int]], chosen: int | None) -> str | None:
+    """Why the ranks cannot resume from ``chosen`` (rank 0's newest), or None when they agree.
+
+    ``views[r]`` lists the complete snapshots rank ``r`` sees. Every rank must see ``chosen`` as
+    its newest complete snapshot (or none at all when ``chosen`` is None)."""
+    newest = [max(view) if view else None for view in views]
+    if all(n == chosen for n in newest):
+        return None
+
+    def name(frames: int | None) -> str:
+        return "none" if frames is None else f"frame-{frames:06d}"
+
+    seen = "; ".join(f"rank {r}: {name(n)}" for r, n in enumerate(newest))
+    return (
+        f"ranks see different newest complete snapshots (rank 0 chose {name(chosen)}; {seen}); "
+        "every rank must mount the same checkpoint volume, and a snapshot must not be edited "
+        "while the job starts"
+    )
+
+
+def resume_snapshot(root: str | Path) -> Snapshot | None:
+    """The snapshot every rank resumes from, or None for a fresh start (collective).
+
+    Checks the volume (:func:`check_shared_volume`); then rank 0 chooses its newest complete
+    snapshot and broadcasts it, and every rank fails with the same message unless all of them
+    see that snapshot as their newest complete one."""
+    check_shared_volume(root)
+    mine = complete_snapshots(root)
+    choice: list[int | None] = [(mine[-1] if mine else None) if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(choice, src=0)
+    views: list[list[int] | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(views, mine)
+    problem = agree_on_snapshot([v or [] for v in views], choice[0])
+    if problem is not None:
+        raise CheckpointError(f"checkpoint_dir: {root}: {problem}")
+    return None if choice[0] is None else _read_snapshot(snapshot_dir(root, choice[0]))
 
 
 def load_snapshot(
     snapshot: Snapshot, *, modules: Mapping[int, nn.Module], optimizer: torch.optim.Optimizer
 ) -> None:
-    """Load this rank's parameters and optimizer state from ``snapshot`` in place (collective)."""
-    state = _state_dict(modules, optimizer)
-    with torch.no_grad():
-        dcp_load(state, checkpoint_id=str(snapshot.path))
+    """Load this rank's model and optimizer state from ``snapshot`` in place (collective)."""
+    model, state = _state(modules, optimizer)
+    dcp_load(state, checkpoint_id=str(snapshot.path))
+    set_state_dict(
+        model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"], options=_OPTIONS
+    )

@@ -22,9 +22,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.pipelining import PipelineStage
 
-from hyperframe_runtime.pipeline.torch_adapter import RuntimeSchedule
+from hyperframe_runtime.pipeline.torch_adapter import RuntimeSchedule, timed_stage
 from hyperframe_runtime.schedule.ir import OpKind, Orders
 
 __all__ = ["FrameRun", "GradReducer", "OpRecord", "PipelineExecutor"]
@@ -105,45 +104,6 @@ class _Recorder:
         self.records[-1] = OpRecord(last.stage, last.kind, last.microbatch, last.start, end, last.wait)
         self.last_end = end
         return result
-
-
-class _TimedStage(PipelineStage):
-    """A PipelineStage that records the exec time of each F, I, W and B it runs."""
-
-    def __init__(self, recorder: _Recorder, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._recorder = recorder
-
-    def forward_one_chunk(self, fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
-        return self._recorder.run(
-            self.stage_index,
-            OpKind.F,
-            fwd_chunk_id,
-            lambda: super(_TimedStage, self).forward_one_chunk(fwd_chunk_id, *args, **kwargs),
-        )
-
-    def backward_one_chunk(
-        self, bwd_chunk_id: int, loss: Any = None, full_backward: bool = True, last_backward: bool = False
-    ) -> None:
-        kind = OpKind.B if full_backward else OpKind.I
-        self._recorder.run(
-            self.stage_index,
-            kind,
-            bwd_chunk_id,
-            lambda: super(_TimedStage, self).backward_one_chunk(
-                bwd_chunk_id, loss=loss, full_backward=full_backward, last_backward=last_backward
-            ),
-        )
-
-    def backward_weight_one_chunk(self, bwd_chunk_id: int, last_backward: bool = False) -> None:
-        self._recorder.run(
-            self.stage_index,
-            OpKind.W,
-            bwd_chunk_id,
-            lambda: super(_TimedStage, self).backward_weight_one_chunk(
-                bwd_chunk_id, last_backward=last_backward
-            ),
-        )
 
 
 class _Autocast(nn.Module):
@@ -228,8 +188,8 @@ class PipelineExecutor:
         self._recorder = _Recorder(device)
         self.reducer = GradReducer(stage_modules, num_microbatches, dp_group, dp_size)
         stages = [
-            _TimedStage(
-                self._recorder,
+            timed_stage(
+                self._recorder.run,
                 _Autocast(module, "cuda") if device.type == "cuda" else module,
                 stage_index,
                 num_stages,

@@ -117,7 +117,7 @@ class FrameLoop:
         )
         self.frames_done = 0
         if config.checkpoint_dir:
-            snapshot = checkpoint.latest_snapshot(config.checkpoint_dir)
+            snapshot = checkpoint.resume_snapshot(config.checkpoint_dir)
             if snapshot is not None:
                 checkpoint.load_snapshot(snapshot, modules=self.modules, optimizer=self.optimizer)
                 self.frames_done = snapshot.frames_done

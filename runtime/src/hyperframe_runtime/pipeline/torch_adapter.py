@@ -1,15 +1,18 @@
 """The single home of private ``torch.distributed.pipelining`` names.
 
 Every private torch name (``_Action``, ``_ComputationType``, ``_PipelineScheduleRuntime``,
-``pipeline_order`` internals, ...) used anywhere in HyperFrame is reached through this module, so
-a torch upgrade touches one file. The torch versions these private names were read from and are
-tested with are :data:`TESTED_TORCH` (2.13.x, pinned in requirements-dev.txt; the runtime package
-allows ``torch>=2.12,<2.16``). ``tests/runtime/pipeline/test_torch_adapter.py`` fails loudly on
-any other version, and the executor logs a warning when it runs on one.
+``pipeline_order`` internals, the per-chunk methods of ``PipelineStage`` that the timed stage
+overrides, ...) used anywhere in HyperFrame is reached through this module, so a torch upgrade
+touches one file. The torch versions these private names were read from and are tested with are
+:data:`TESTED_TORCH` (2.13.x, pinned in requirements-dev.txt; runtime/pyproject.toml allows the
+same range, and ``tests/runtime/pipeline/test_torch_pin.py`` keeps the two equal).
+``tests/runtime/pipeline/test_torch_adapter.py`` fails loudly on any other version, and the
+executor logs a warning when it runs on one.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import types
 from collections.abc import Callable, Sequence
@@ -20,10 +23,12 @@ from hyperframe_runtime.schedule.ir import Action, OpKind, Orders, ScheduleError
 __all__ = [
     "TESTED_TORCH",
     "TORCH_SCHEDULE_CLASSES",
+    "OpRunner",
     "RuntimeSchedule",
     "check_torch_version",
     "from_torch_action",
     "is_tested_torch",
+    "timed_stage",
     "to_torch_action",
     "to_torch_orders",
     "torch_schedule_orders",
@@ -227,6 +232,69 @@ class RuntimeSchedule:
     def step(self, *args: Any, target: Any, losses: list[Any]) -> None:
         """Run one frame: every micro-batch of ``args`` (batch dim 0) through the loaded order."""
         self._schedule.step(*args, target=target, losses=losses, return_outputs=False)
+
+
+OpRunner = Callable[[int, OpKind, int, Callable[[], Any]], Any]
+"""``run_op(stage, kind, microbatch, fn)``: runs ``fn`` (one F, I, W or B) and returns its result."""
+
+
+@functools.cache
+def _timed_stage_class() -> type[Any]:
+    # PipelineStage is public, but forward_one_chunk / backward_one_chunk /
+    # backward_weight_one_chunk are the undocumented per-chunk methods the schedule runtime calls;
+    # overriding them is the private part, so the subclass lives here.
+    from torch.distributed.pipelining import PipelineStage
+
+    class TimedStage(PipelineStage):
+        """A PipelineStage that hands each F, I, W and B it runs to ``run_op``."""
+
+        def __init__(self, run_op: OpRunner, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._run_op = run_op
+
+        def forward_one_chunk(self, fwd_chunk_id: int, *args: Any, **kwargs: Any) -> Any:
+            return self._run_op(
+                self.stage_index,
+                OpKind.F,
+                fwd_chunk_id,
+                lambda: super(TimedStage, self).forward_one_chunk(fwd_chunk_id, *args, **kwargs),
+            )
+
+        def backward_one_chunk(
+            self,
+            bwd_chunk_id: int,
+            loss: Any = None,
+            full_backward: bool = True,
+            last_backward: bool = False,
+        ) -> None:
+            kind = OpKind.B if full_backward else OpKind.I
+            self._run_op(
+                self.stage_index,
+                kind,
+                bwd_chunk_id,
+                lambda: super(TimedStage, self).backward_one_chunk(
+                    bwd_chunk_id, loss=loss, full_backward=full_backward, last_backward=last_backward
+                ),
+            )
+
+        def backward_weight_one_chunk(self, bwd_chunk_id: int, last_backward: bool = False) -> None:
+            self._run_op(
+                self.stage_index,
+                OpKind.W,
+                bwd_chunk_id,
+                lambda: super(TimedStage, self).backward_weight_one_chunk(
+                    bwd_chunk_id, last_backward=last_backward
+                ),
+            )
+
+    return TimedStage
+
+
+def timed_stage(
+    run_op: OpRunner, module: Any, stage_index: int, num_stages: int, device: Any, *, group: Any
+) -> Any:
+    """A ``PipelineStage`` of ``module`` whose every F, I, W and B runs through ``run_op``."""
+    return _timed_stage_class()(run_op, module, stage_index, num_stages, device, group=group)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from hyperframe.api.runtime import DEVICE_CHECKS
+
 from hyperframe_runtime.jobenv import JobEnvError as GateConfigError
 
 __all__ = ["GateConfig", "GateConfigError"]
@@ -25,7 +27,9 @@ class GateConfig:
 
     # ---- where: the job-wide rendezvous ---------------------------------------------------------
     master_addr: str
-    """Host of node rank 0, which serves the gate's rendezvous store (the job's headless Service)."""
+    """Host of node rank 0, which serves the gate's rendezvous store (the job's headless Service).
+    Node 0 itself (its agent and its rank processes) reaches the store over loopback instead: see
+    :meth:`store_host`."""
     master_port: int
     """Port of that store; the launcher reuses it after the gate has exited."""
     nnodes: int
@@ -47,9 +51,11 @@ class GateConfig:
     memory_fraction: float = 0.9
     """Fraction of total device memory the allocation check must obtain; 0 skips it."""
     min_tflops: float = 0.0
-    """Fail a device below this matmul TFLOP/s; 0 = report only."""
+    """Fail a device below this bf16 matmul TFLOP/s (the runtime's ``smoke.minMatmulTFLOPS``);
+    0 = report only."""
     min_mem_bw_gbps: float = 0.0
-    """Fail a device below this memory bandwidth; 0 = report only."""
+    """Fail a device below this copy bandwidth in GB/s (the runtime's
+    ``smoke.minMemoryBandwidthGBps``); 0 = report only."""
     shm_bytes: int = 0
     """The /dev/shm size the pod is configured with (job.json ``smoke.shmSizeBytes``); the node
     fails when the mounted /dev/shm is smaller; 0 = not known."""
@@ -60,8 +66,10 @@ class GateConfig:
     rdma_resource_name: str = ""
     """The RDMA extended resource the pod requests, for reports."""
     device_checks: frozenset[str] = frozenset({"visible", "memory", "matmul"})
-    """Which CUDA checks run: ``visible`` (count, driver), ``memory`` (allocation and bandwidth),
-    ``matmul`` (correctness and TFLOP/s)."""
+    """Which CUDA checks run: ``visible`` (the visible GPU count equals ``nproc_per_node``),
+    ``memory`` (allocation, pattern read-back and copy bandwidth), ``matmul`` (correctness and
+    TFLOP/s), ``p2p`` (a verified copy to the next local GPU and back); see
+    :mod:`hyperframe_runtime.smoke.device_checks`."""
 
     # ---- what: the collective -------------------------------------------------------------------
     allreduce_sizes: tuple[int, ...] = (1 << 20, 64 << 20)
@@ -121,10 +129,15 @@ class GateConfig:
             raise bad("shmSizeBytes", "/dev/shm sizes must be >= 0 bytes")
         if self.rendezvous_timeout_s <= 0 or self.step_timeout_s <= 0 or self.total_timeout_s < 0:
             raise bad("timeouts", "rendezvous and step timeouts must be > 0 seconds")
-        unknown_device = self.device_checks - {"visible", "memory", "matmul", "p2p"}
+        unknown_device = self.device_checks - set(DEVICE_CHECKS)
         if unknown_device:
             raise bad(
-                "deviceChecks", f"unknown check(s) {sorted(unknown_device)}; known: visible, memory, matmul"
+                "deviceChecks",
+                f"unknown check(s) {sorted(unknown_device)}; known: {', '.join(DEVICE_CHECKS)}",
+            )
+        if self.min_tflops < 0 or self.min_mem_bw_gbps < 0 or self.min_busbw_gbps < 0:
+            raise bad(
+                "minimums", "minMatmulTFLOPS, minMemoryBandwidthGBps and minBusBandwidthGBps must be >= 0"
             )
         unknown = self.checks - {"devices", "collective"}
         if unknown:
@@ -134,6 +147,12 @@ class GateConfig:
     def world_size(self) -> int:
         """Ranks in the job."""
         return self.nnodes * self.nproc_per_node
+
+    def store_host(self) -> str:
+        """Where this node reaches the rendezvous store. Node 0 serves it and reaches it over
+        loopback, agent and rank processes alike: its own Service DNS name may not resolve before
+        the pod is ready, and the server listens on every interface anyway."""
+        return "127.0.0.1" if self.node_rank == 0 else self.master_addr
 
     def global_rank(self, local_rank: int) -> int:
         """The job-wide rank of this node's ``local_rank``."""

@@ -28,7 +28,7 @@ from hyperframe_runtime.smoke.probe import DeviceProbe
 from hyperframe_runtime.smoke.summary import build_report
 from hyperframe_runtime.smoke.worker import STAGES, StageSlots, record_key, run_rank
 
-__all__ = ["NodeResult", "run_node", "store_host"]
+__all__ = ["NodeResult", "run_node"]
 
 _NODES_DONE: Final = "nodes-done"
 _POLL_S: Final = 0.05
@@ -42,12 +42,6 @@ class NodeResult:
     """This node's rank records (device figures, notes, all-reduce figures)."""
 
 
-def store_host(config: GateConfig) -> str:
-    """Node 0 hosts the store and reaches it over loopback: its own Service DNS name may not
-    resolve before the pod is ready, and the server listens on every interface anyway."""
-    return "127.0.0.1" if config.node_rank == 0 else config.master_addr
-
-
 def run_node(config: GateConfig, probe: DeviceProbe) -> NodeResult:
     """Run this node's part of the gate; never hangs past ``config.deadline_s()`` (plus linger)."""
     started = time.monotonic()
@@ -57,7 +51,7 @@ def run_node(config: GateConfig, probe: DeviceProbe) -> NodeResult:
     ranks = None if host_failure is not None else _start_ranks(config, probe)
     try:
         store = TCPStore(
-            store_host(config),
+            config.store_host(),
             config.master_port,
             is_master=config.node_rank == 0,
             timeout=timedelta(seconds=config.rendezvous_timeout_s),

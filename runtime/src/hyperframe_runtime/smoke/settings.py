@@ -15,7 +15,6 @@ from hyperframe_runtime.smoke.config import GateConfig
 
 __all__ = ["SHM_FLOOR_BYTES", "gate_config", "split_timeout"]
 
-_DEVICE_CHECKS = frozenset({"visible", "memory", "matmul"})
 # NCCL's intra-node transport lives in /dev/shm; the container default (64 MiB) is the classic
 # failure. Every job checks the size job.json says the pod mounts; GPU jobs with several ranks per
 # node also check this floor, which 64 MiB never clears.
@@ -42,7 +41,7 @@ def gate_config(job: ResolvedJobConfig, env: JobEnv, *, node_name: str) -> GateC
     rendezvous_s, step_s = split_timeout(float(smoke.timeout_seconds), float(job.rendezvous.timeout_seconds))
     checks = {"collective"}
     device_checks = set(smoke.device_checks)
-    if device_checks & _DEVICE_CHECKS:
+    if device_checks:
         checks.add("devices")
     return GateConfig(
         master_addr=env.master_addr,
@@ -54,6 +53,8 @@ def gate_config(job: ResolvedJobConfig, env: JobEnv, *, node_name: str) -> GateC
         device="cuda" if cuda else "cpu",
         backend=job.backend,
         memory_fraction=smoke.memory_fraction if "memory" in device_checks else 0.0,
+        min_tflops=smoke.min_matmul_tflops,
+        min_mem_bw_gbps=smoke.min_memory_bandwidth_gbps,
         device_checks=frozenset(device_checks),
         shm_bytes=smoke.shm_size_bytes,
         min_shm_bytes=SHM_FLOOR_BYTES if cuda and job.procs_per_node > 1 else 0,

@@ -91,7 +91,7 @@ def _join_job(
 ) -> RankRecord:
     stage("rendezvous")
     store = TCPStore(
-        config.master_addr,
+        config.store_host(),
         config.master_port,
         is_master=False,
         timeout=timedelta(seconds=config.rendezvous_timeout_s),
