@@ -80,7 +80,7 @@ if [[ "$mode" == check ]]; then
 fi
 
 if [[ "$mode" == gomod ]]; then
-  missing=(etcd- kube- kwok- helm-)
+  missing=(etcd- kube- kwok- helm- buildkitd-)
 elif ((${#missing[@]} == 0)); then
   log "binaries up to date in $BIN_DIR (k8s $K8S, etcd $ETCD, kwok $KWOK, helm $HELM, coredns $COREDNS, buildkit $BUILDKIT, buildx $BUILDX)"
   exit 0
@@ -168,6 +168,16 @@ ensure_etcd_wrapper() {
     | write_wrapper "$dir" hyperframe.dev/cluster/etcd go.etcd.io/etcd/server/v3 "$ETCD" go.etcd.io/etcd/server/v3
 }
 
+# BuildKit's go.mod has `exclude` directives, which `go install pkg@version` also refuses.
+ensure_buildkit_wrapper() {
+  local dir="$GOMOD_DIR/buildkit"
+  if grep -qx "require github.com/moby/buildkit $BUILDKIT" "$dir/go.mod" 2>/dev/null; then
+    return
+  fi
+  write_wrapper "$dir" hyperframe.dev/cluster/buildkit github.com/moby/buildkit "$BUILDKIT" \
+    github.com/moby/buildkit/cmd/buildkitd github.com/moby/buildkit/cmd/buildctl </dev/null
+}
+
 # --- building -------------------------------------------------------------------------------
 build_one() { # <name> <version> <command that writes the binary to $out>
   local name="$1" version="$2"
@@ -203,6 +213,10 @@ go_build_k8s() { (cd "$GOMOD_DIR/kubernetes" && go build -ldflags "$K8S_LDFLAGS"
 go_build_etcd() {
   (cd "$GOMOD_DIR/etcd" && go build -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD" -o "$out" go.etcd.io/etcd/server/v3)
 }
+go_build_buildkit() { # <command>
+  (cd "$GOMOD_DIR/buildkit" && go build -ldflags "-s -w -X github.com/moby/buildkit/version.Version=$BUILDKIT" \
+    -o "$out" "github.com/moby/buildkit/cmd/$1")
+}
 go_install_to_out() { # <package@version> <ldflags>; modules without replace directives
   local gobin
   gobin="$(dirname "$out")"
@@ -214,6 +228,7 @@ need() { [[ " ${missing[*]} " == *" $1"* ]]; }
 if [[ "$mode" == gomod ]]; then
   ensure_etcd_wrapper
   ensure_kubernetes_wrapper
+  ensure_buildkit_wrapper
   log "wrapper modules match $VERSIONS_FILE"
   exit 0
 fi
@@ -269,9 +284,9 @@ fi
 
 # The image toolchain: BuildKit's daemon and client, and buildx for `buildx bake`.
 if need buildkitd- || need buildctl-; then
+  ensure_buildkit_wrapper
   for cmd in buildkitd buildctl; do
-    build_one "$cmd" "$BUILDKIT" go_install_to_out "github.com/moby/buildkit/cmd/$cmd@$BUILDKIT" \
-      "-s -w -X github.com/moby/buildkit/version.Version=$BUILDKIT"
+    build_one "$cmd" "$BUILDKIT" go_build_buildkit "$cmd"
   done
 fi
 if need buildx-; then

@@ -20,8 +20,7 @@ from hyperframe_devcluster.cluster import LocalCluster
 from hyperframe_devcluster.config import ClusterConfig
 from hyperframe_devcluster.kube import Kubectl
 from hyperframe_devcluster.node import RealNode
-
-from .realnode_support import debian_python_image, real_node_pod, wait_phase
+from realnode_support import debian_python_image, real_node_pod, wait_phase
 
 pytestmark = pytest.mark.cluster
 

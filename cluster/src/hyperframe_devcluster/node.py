@@ -387,14 +387,14 @@ class RealNode:
         return pids
 
     def _kill_leftovers(self) -> None:
-        """Shims and anything else whose command line names this cluster's state directory."""
+        """containerd shims whose command line names this cluster's state directory (their socket)."""
         me = os.getpid()
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit() or int(proc.name) == me:
                 continue
             with contextlib.suppress(OSError):
                 cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                if self._marker in cmdline and ("containerd" in cmdline or "kube" in cmdline):
+                if self._marker in cmdline and "containerd-shim" in cmdline:
                     os.kill(int(proc.name), signal.SIGKILL)
 
     def _remove_cgroups(self) -> None:

@@ -95,6 +95,13 @@ def start_component(
             start_new_session=True,
             preexec_fn=_die_with_parent if die_with_parent else None,
         )
+    # Popen returns as soon as the child's execve has released the parent's memory, which is
+    # before the kernel records the new argv: /proc/<pid>/cmdline reads empty for a moment (long
+    # enough to see on a loaded machine), and the pid-file identity check would call the
+    # component dead. Wait until its command line is readable.
+    deadline = time.monotonic() + 5
+    while not _cmdline(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
     pid_file.write_text(f"{proc.pid}\n")
     _CHILDREN[proc.pid] = proc
     return proc
