@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # wheels already in the wheelhouse, so only the first run on a machine pays for the download.
 WHEELHOUSE ?= $(HOME)/.cache/hyperframe/wheels
 
-.PHONY: venv demo test lint typecheck unit cluster-build cluster-up cluster-down bench generate images clean
+.PHONY: venv demo demo-cluster test lint typecheck unit cluster-build cluster-up cluster-down bench generate images clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,10 @@ $(STAMP): requirements-dev.txt operator/pyproject.toml runtime/pyproject.toml cl
 
 demo: venv
 	$(VENV)/bin/hyperframe local examples/cpu-tiny.yaml
+
+# The whole product on the real node: cluster, images, helm install, a 2-pod CPU job to Succeeded.
+demo-cluster: venv cluster-build
+	HYPERFRAME_CLUSTER_REAL_NODE=1 $(PY) -m hyperframe_devcluster.demo
 
 lint: venv
 	$(VENV)/bin/ruff check .
