@@ -12,6 +12,7 @@ import sys
 # gpu_profile is left out: it needs CUDA (run it by hand on a GPU machine).
 BENCHES: tuple[str, ...] = (
     "schedules",
+    "partitioner",
     "smoke_gate",
     "real_cpu",
     "render_scale",

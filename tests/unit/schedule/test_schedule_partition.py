@@ -104,3 +104,12 @@ def test_a_heavy_head_gives_rank_0_fewer_blocks() -> None:
     sizes = [len(result.layers_of(c)) for c in range(8)]
     assert sizes[0] + sizes[7] < sizes[1] + sizes[6]
     assert max(rank_loads(result, [1.0] * 4)) == pytest.approx(19 / 4, abs=0.75)
+
+
+@pytest.mark.parametrize("slow", [[1.0, 1.0, 1.5, 1.0], [1.0, 1.0, 1 / 0.6, 1 / 0.6], [1.0] * 4])
+def test_vshape_partition_keeps_each_ranks_two_chunks_even(slow: list[float]) -> None:
+    # Even chunks keep the V's warm-up memory low (ZBV runs 2(p - r) - 1 forwards of chunk r first).
+    result = vshape_partition([1.0] * 32, slow)
+    sizes = [len(result.layers_of(c)) for c in range(8)]
+    assert all(abs(sizes[r] - sizes[7 - r]) <= 1 for r in range(4)), sizes
+    assert max(rank_loads(result, slow)) == pytest.approx(partition_layers([1.0] * 32, slow).bottleneck)

@@ -119,6 +119,7 @@ def vshape_partition(layer_costs: Sequence[float], rank_slowdown: Sequence[float
             lo = mid
         else:
             best, hi = found, _v_load(prefix, rank_slowdown, found)
+    best = _balanced_v(prefix, rank_slowdown, hi) or best
     chunk_rank = [c if c < p else 2 * p - 1 - c for c in range(2 * p)]
     times = tuple(
         rank_slowdown[chunk_rank[c]] * (prefix[best[c + 1]] - prefix[best[c]]) for c in range(2 * p)
@@ -146,12 +147,16 @@ def _v_load(prefix: list[float], slow: Sequence[float], bounds: tuple[int, ...])
     )
 
 
-def _v_feasible(prefix: list[float], slow: Sequence[float], target: float) -> tuple[int, ...] | None:
-    """V chunk boundaries with every rank load <= ``target``, or None if there are none."""
-    p, n = len(slow), len(prefix) - 1
+def _v_feasible(
+    prefix: list[float], slow: Sequence[float], target: float, run: tuple[int, int] | None = None
+) -> tuple[int, ...] | None:
+    """V chunk boundaries of layers ``run`` (default: all) over the ranks of ``slow`` (outermost
+    first) with every rank load <= ``target``, or None if there are none."""
+    p = len(slow)
+    start, n = run if run is not None else (0, len(prefix) - 1)
     eps = 1e-12 * max(prefix[-1], 1.0)
     # states: left end a -> (right end b, parent left end) of the run left to ranks r..p-1
-    states: dict[int, tuple[int, int]] = {0: (n, -1)}
+    states: dict[int, tuple[int, int]] = {start: (n, -1)}
     history: list[dict[int, tuple[int, int]]] = []
     for r in range(p - 1):
         cap = target / slow[r] + eps
@@ -185,8 +190,43 @@ def _v_feasible(prefix: list[float], slow: Sequence[float], target: float) -> tu
     for level in range(len(history) - 1, -1, -1):
         parent = history[level][lefts[-1]][1]
         lefts.append(parent)
-        rights.append(history[level - 1][parent][0] if level > 0 else n)
+        rights.append(history[level - 1][parent][0] if level > 0 else n)  # n: the run's end
     return (*reversed(lefts), mid, *rights)
+
+
+def _balanced_v(prefix: list[float], slow: Sequence[float], target: float) -> tuple[int, ...] | None:
+    """A V split within ``target`` whose two chunks per rank are as even as the target allows.
+
+    Outside in, each rank takes the most even (down chunk, up chunk) pair whose remaining run the
+    inner ranks can still carry. Even chunks keep a V schedule's warm-up memory low: ZBV runs
+    2(p - r) - 1 forwards of rank r's down chunk before its first backward.
+    """
+    p, n = len(slow), len(prefix) - 1
+    eps = 1e-12 * max(prefix[-1], 1.0)
+    a, b = 0, n
+    lefts, rights = [0], [n]
+    for r in range(p - 1):
+        cap = target / slow[r] + eps
+        inner = 2 * (p - 1 - r)
+        options: list[tuple[float, int, int]] = []
+        for a2 in range(a + 1, b - inner):
+            left = prefix[a2] - prefix[a]
+            if left > cap:
+                break
+            lowest = max(bisect.bisect_left(prefix, prefix[b] - (cap - left), 0, b), a2 + inner)
+            options.extend((abs(left - prefix[b] + prefix[b2]), a2, b2) for b2 in range(lowest, b))
+        options.sort()
+        for _, a2, b2 in options:
+            if _v_feasible(prefix, slow[r + 1 :], target, (a2, b2)) is not None:
+                a, b = a2, b2
+                break
+        else:
+            return None
+        lefts.append(a)
+        rights.append(b)
+    half = prefix[a] + (prefix[b] - prefix[a]) / 2
+    mid = min(max(bisect.bisect_left(prefix, half, a, b), a + 1), b - 1)
+    return (*lefts, mid, *reversed(rights))
 
 
 def _smallest_runs(states: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
