@@ -258,7 +258,7 @@ class _Search:
     def plan(self, lower_bound: float) -> Plan:
         best, pr = self.best, self.problem
         assert best is not None
-        orders: Orders = {r: [pr.action(o) for o in rank_ops] for r, rank_ops in enumerate(best.ops)}
+        orders: Orders = {r: pr.actions(rank_ops) for r, rank_ops in enumerate(best.ops)}
         return Plan(
             orders=orders,
             placement=pr.placement,
