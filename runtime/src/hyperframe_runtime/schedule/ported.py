@@ -8,9 +8,7 @@ which would eat the planning budget, so the orders are regenerated here as plain
 bookkeeping actions are dropped, as in :func:`.baselines.baseline`. A unit test checks every
 port against torch's own orders over a grid of (p, m), so a change in torch shows up there.
 
-DualPipeV is not ported: it holds one chunk's activations more than 1F1B (p + 0.5 stage units
-with even chunks), so it rarely fits the planner's default budget; the planner takes it from
-torch on small problems only (see :mod:`.seeds`).
+Every torch schedule HyperFrame compares against is ported, so seeding never imports torch.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
-__all__ = ["PORTED", "RankOps", "gpipe", "interleaved", "looped_bfs", "one_f_one_b", "zbv"]
+__all__ = ["PORTED", "RankOps", "dualpipev", "gpipe", "interleaved", "looped_bfs", "one_f_one_b", "zbv"]
 
 RankOps = list[list[tuple[int, str, int]]]
 """Per rank, the ``(stage, kind, microbatch)`` of each compute action in order (kind F/I/W/B)."""
@@ -162,6 +160,80 @@ def zbv(p: int, m: int) -> RankOps:
     return out
 
 
+def dualpipev(p: int, m: int) -> RankOps | None:
+    """DualPipeV on the V placement; None for m < 2p (torch refuses). Torch's overlapped F+B
+    pairs are flattened into their two actions, F first, as :func:`.baselines.baseline` does."""
+    if m < 2 * p:
+        return None
+    return [_dualpipev_rank(p, m, r) for r in range(p)]
+
+
+def _dualpipev_rank(p: int, m: int, r: int) -> list[tuple[int, str, int]]:
+    s0, s1 = r, 2 * p - 1 - r
+    counters: dict[tuple[int, str], int] = {}
+    weights: list[tuple[int, int]] = []
+    ops: list[tuple[int, str, int]] = []
+
+    def add(stage: int, kind: str) -> None:
+        key = (stage, "I" if kind == "B" else kind)
+        mb = counters.get(key, 0)
+        ops.append((stage, kind, mb))
+        if kind == "B":  # a full backward counts as both its I and its W
+            counters[key] = mb + 1
+            counters[(stage, "W")] = counters.get((stage, "W"), 0) + 1
+            return
+        if kind == "I":
+            weights.append((stage, mb))
+        counters[key] = mb + 1
+
+    def add_weight() -> None:
+        if weights:
+            stage, mb = weights.pop(0)
+            ops.append((stage, "W", mb))
+            counters[(stage, "W")] = counters.get((stage, "W"), 0) + 1
+
+    def overlap(forward: int, backward: int) -> None:
+        mb_f, mb_b = counters.get((forward, "F"), 0), counters.get((backward, "I"), 0)
+        ops.extend([(forward, "F", mb_f), (backward, "B", mb_b)])
+        counters[(forward, "F")] = mb_f + 1
+        counters[(backward, "I")] = mb_b + 1
+        counters[(backward, "W")] = counters.get((backward, "W"), 0) + 1
+
+    for _ in range((p - r - 1) * 2):
+        add(s0, "F")
+    for _ in range(r + 1):
+        add(s0, "F")
+        add(s1, "F")
+    for _ in range(p - r - 1):
+        add(s1, "I")
+        add_weight()
+        add(s1, "F")
+    for i in range(m - 2 * p + r + 1):
+        if i == 0 and r == p - 1:
+            add(s0, "F")
+            add(s1, "B")
+        else:
+            overlap(s0, s1)
+        overlap(s1, s0)
+    for _ in range(p - r - 1):
+        add(s1, "B")
+        overlap(s1, s0)
+    zero_bubble = False
+    for i in range(r + 1):
+        if i == (r + 1) // 2 and r % 2 == 1:
+            zero_bubble = True
+        add(s1, "I" if zero_bubble else "B")
+        if i == (r + 1) // 2 and r % 2 == 0:
+            zero_bubble = True
+        add(s0, "I" if zero_bubble else "B")
+    for _ in range(p - r - 1):
+        add_weight()
+        add(s0, "I" if zero_bubble else "B")
+    for _ in range(r + 1):
+        add_weight()
+    return ops
+
+
 PORTED: dict[str, Callable[[int, int], RankOps | None]] = {
     "GPipe": gpipe,
     "1F1B": one_f_one_b,
@@ -169,5 +241,6 @@ PORTED: dict[str, Callable[[int, int], RankOps | None]] = {
     "LoopedBFS": looped_bfs,
     "InterleavedZeroBubble": lambda p, m: interleaved(p, m, zero_bubble=True),
     "ZBVZeroBubble": zbv,
+    "DualPipeV": dualpipev,
 }
 """Baseline name (:data:`.baselines.BASELINE_NAMES`) -> its port."""

@@ -7,26 +7,18 @@ candidate wins. This module lists the schedules of a placement and turns their o
 planner's integer ops (a fused B becomes I then W at the same place, which replays no later: the
 previous stage gets its gradient after I instead of after I + W, and W ends when B would have).
 
-The orders come from the pure ports in :mod:`.ported` (fast at any size). DualPipeV has no port;
-it is taken from torch itself (:mod:`.baselines`) when the problem has at most
-:data:`TORCH_SEED_OPS` ops, where torch builds it in well under 0.1 s. With even chunks it holds
-more than the default budget anyway (p + 0.5 stage units against 1F1B's p).
+The orders come from the pure ports in :mod:`.ported` (fast at any size, checked against torch's
+own orders by a unit test), so seeding never imports torch.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Final
-
-from hyperframe_runtime.schedule.baselines import BASELINE_NAMES, baseline, baseline_placement
-from hyperframe_runtime.schedule.ir import Placement, ScheduleError
+from hyperframe_runtime.schedule.baselines import BASELINE_NAMES, baseline_placement
+from hyperframe_runtime.schedule.ir import Placement
 from hyperframe_runtime.schedule.ported import PORTED, RankOps
 from hyperframe_runtime.schedule.problem import Problem
 
-__all__ = ["TORCH_SEED_OPS", "seed_ops", "seed_orders"]
-
-TORCH_SEED_OPS: Final = 20_000
-"""Largest problem (F + I + W ops) for which a schedule without a port is built by torch."""
+__all__ = ["seed_ops", "seed_orders"]
 
 
 def seed_orders(placement: Placement, num_microbatches: int) -> list[tuple[str, RankOps]]:
@@ -35,33 +27,14 @@ def seed_orders(placement: Placement, num_microbatches: int) -> list[tuple[str, 
     Schedules torch cannot build for (p, m), for example DualPipeV with m < 2p, are left out.
     """
     p = placement.num_ranks
-    ops = 3 * placement.num_stages * num_microbatches
     found = []
     for name in BASELINE_NAMES:
         if baseline_placement(name, p) != placement:
             continue
-        port = PORTED.get(name)
-        if port is not None:
-            orders = port(p, num_microbatches)
-        elif ops <= TORCH_SEED_OPS:
-            orders = _torch_orders(name, p, num_microbatches)
-        else:
-            continue
+        orders = PORTED[name](p, num_microbatches)
         if orders is not None:
             found.append((name, orders))
     return found
-
-
-@functools.lru_cache(maxsize=32)
-def _torch_orders(name: str, num_ranks: int, num_microbatches: int) -> RankOps | None:
-    try:
-        orders = baseline(name, num_ranks, num_microbatches).orders
-    except (ScheduleError, ImportError):  # not schedulable for (p, m), or no torch installed
-        return None
-    return [
-        [(a.stage, a.kind.value, a.microbatch) for a in orders.get(r, []) if a.kind.is_compute]
-        for r in range(num_ranks)
-    ]
 
 
 def seed_ops(problem: Problem, orders: RankOps) -> list[list[int]] | None:
