@@ -13,6 +13,7 @@ import sys
 BENCHES: tuple[str, ...] = (
     "schedules",
     "partitioner",
+    "uneven_ranks",
     "smoke_gate",
     "real_cpu",
     "render_scale",

@@ -56,13 +56,18 @@ class ModelSpec:
 
     def build_split(self, stage: int, boundaries: Sequence[int]) -> nn.Module:
         """Stage ``stage`` of the split where stage s holds layers ``boundaries[s]:boundaries[s+1]``."""
+        self.check_split(boundaries)
+        assert self.build_layers is not None
+        return self.build_layers(stage, len(boundaries) - 1, range(boundaries[stage], boundaries[stage + 1]))
+
+    def check_split(self, boundaries: Sequence[int]) -> None:
+        """Raise a ValueError naming the fix unless this model can run the split ``boundaries``."""
         if self.build_layers is None or self.num_layers < 1:
             raise ValueError(
                 "model: an uneven layer split needs ModelSpec.build_layers and num_layers "
                 "(the per-layer hook); give them in the model factory"
             )
         check_split(boundaries, self.num_layers)
-        return self.build_layers(stage, len(boundaries) - 1, range(boundaries[stage], boundaries[stage + 1]))
 
 
 def check_split(boundaries: Sequence[int], num_layers: int) -> None:
