@@ -11,14 +11,15 @@ re-planning every 2 frames). Rank 1 is made slow: each of its blocks sleeps ``--
 forward and twice that in the backward, in proportion to the blocks it holds, like a device that
 is several times slower. The run:
 
-1. trains ``--frames`` frames on the even split (4 + 4 blocks); the first re-plan measures every
-   rank's per-stage costs (the executor's op timings, all-gathered);
-2. turns them into per-layer costs and rank speeds and asks the partitioner for a split
-   (``pipeline.partitioning``: ``layer_costs_and_speeds``, ``repartition``);
-3. trains ``--frames`` frames on that split (``split_spec``: the GPT's per-layer hook), also
-   re-planning from measured costs;
+1. trains ``--frames`` frames on the even split (4 + 4 blocks): the baseline;
+2. trains the same frames with ``pipeline.partitioning.train_partitioned``: the first half on the
+   even split (re-planning from the measured per-stage costs, the executor's op timings of every
+   rank), then a snapshot, the partitioner's split from those costs, and the rest resumed from
+   the snapshot on that split through the GPT's per-layer hook;
 
-and prints each run's median frame (step) time after its first re-plan, and their ratio.
+and prints both runs' median frame (step) time over the frames after the partitioned run's first
+re-plan on its new split, their ratio, and the loss of the first partitioned frame next to the
+baseline's (the same weights and data, so equal up to float rounding).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.gpt import GPTStage, gpt_model_spec
 from hyperframe_runtime.models.spec import ModelSpec
 from hyperframe_runtime.pipeline.frame_loop import FrameLoop
-from hyperframe_runtime.pipeline.partitioning import layer_costs_and_speeds, repartition, split_spec
+from hyperframe_runtime.pipeline.partitioning import split_spec, train_partitioned
 from torch import nn
 
 SLOW_RANK = 1
@@ -85,7 +86,7 @@ def sleepy_spec(config: TrainConfig, seconds: float) -> ModelSpec:
     )
 
 
-def _config(frames: int) -> TrainConfig:
+def _config(frames: int, checkpoint_dir: str) -> TrainConfig:
     return TrainConfig(
         vocab_size=64,
         seq_len=16,
@@ -99,49 +100,34 @@ def _config(frames: int) -> TrainConfig:
         frames=frames,
         replan_every=2,
         planner_time_budget_s=0.02,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_every=1000,
         seed=1,
     )
 
 
-def _train(config: TrainConfig, spec: ModelSpec) -> tuple[list[float], list[float], FrameLoop]:
-    loop = FrameLoop(config, spec=spec)
-    times, losses = [], []
-    while loop.frames_done < config.frames:
-        metrics = loop.run_frame()
-        times.append(metrics.frame_s)
-        losses.append(metrics.loss)
-        loop.after_frame()  # re-plans from the measured costs every replan_every frames
-    return times, losses, loop
-
-
-def _worker(rank: int, world: int, port: int, frames: int, seconds: float, out: str) -> None:
+def _worker(rank: int, world: int, port: int, frames: int, seconds: float, tmp: str) -> None:
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
     try:
-        config = _config(frames)
-        spec = sleepy_spec(config, seconds)
-        even = (0, 4, 8)
-        even_times, even_losses, loop = _train(config, split_spec(spec, even))
-        costs = loop.plan.costs
-        if costs is None:
-            raise RuntimeError("no measured costs: the run did not re-plan")
-        layer_costs, slowdown = layer_costs_and_speeds(costs, loop.plan.placement, even)
-        split = repartition(loop.plan.placement, layer_costs, slowdown)
-        loop.close()
-        split_times, split_losses, loop = _train(config, split_spec(spec, split))
-        loop.close()
+        calibration = frames // 2
+        spec = sleepy_spec(_config(frames, ""), seconds)
+        even = FrameLoop(_config(frames, ""), spec=split_spec(spec, (0, 4, 8))).run()
+        done = train_partitioned(_config(frames, f"{tmp}/ckpt"), spec, calibration_frames=calibration)
         if rank == 0:
             result = {
-                "even_split": list(even),
-                "split": list(split),
-                "rank_slowdown": slowdown,
-                "even_frame_s": even_times,
-                "split_frame_s": split_times,
-                "even_loss": even_losses,
-                "split_loss": split_losses,
+                "calibration_frames": calibration,
+                "split": list(done.split),
+                "rank_slowdown": list(done.rank_slowdown),
+                "even_frame_s": [m.frame_s for m in even.metrics],
+                "even_loss": [m.loss for m in even.metrics],
+                "partitioned_frame_s": [
+                    m.frame_s for m in done.calibration.metrics + done.partitioned.metrics
+                ],
+                "partitioned_loss": [m.loss for m in done.calibration.metrics + done.partitioned.metrics],
             }
-            Path(out).write_text(json.dumps(result), encoding="utf-8")
+            Path(tmp, "result.json").write_text(json.dumps(result), encoding="utf-8")
     except BaseException:
         traceback.print_exc()
         sys.stderr.flush()
@@ -158,11 +144,10 @@ def _free_port() -> int:
 def run(frames: int, sleep_ms: float) -> dict[str, Any]:
     """Both runs on two spawned ranks; the measurements of rank 0."""
     with tempfile.TemporaryDirectory() as tmp:
-        out = str(Path(tmp) / "result.json")
         mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
-            _worker, args=(2, _free_port(), frames, sleep_ms / 1000, out), nprocs=2, start_method="spawn"
+            _worker, args=(2, _free_port(), frames, sleep_ms / 1000, tmp), nprocs=2, start_method="spawn"
         )
-        result: dict[str, Any] = json.loads(Path(out).read_text(encoding="utf-8"))
+        result: dict[str, Any] = json.loads(Path(tmp, "result.json").read_text(encoding="utf-8"))
     return result
 
 
@@ -170,19 +155,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.uneven_ranks", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--frames", type=int, default=8, help="frames per run (>= 4)")
+    parser.add_argument("--frames", type=int, default=12, help="frames per run (>= 8; half are calibration)")
     parser.add_argument("--sleep-ms", type=float, default=3.0, help="slow rank's forward sleep per block")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args(argv)
     result = run(args.frames, args.sleep_ms)
-    settle = 2  # frames before the first re-plan run unit-cost exploration plans
-    even = statistics.median(result["even_frame_s"][settle:])
-    split = statistics.median(result["split_frame_s"][settle:])
+    k = result["calibration_frames"]
+    # Compare the same frames: after the partitioned run's first re-plan on its new split.
+    even = statistics.median(result["even_frame_s"][k + 2 :])
+    split = statistics.median(result["partitioned_frame_s"][k + 2 :])
+    calibrating = statistics.median(result["partitioned_frame_s"][2:k])
     result["even_median_s"], result["split_median_s"] = even, split
-    print(f"rank slowdowns measured on the even split: {[round(x, 2) for x in result['rank_slowdown']]}")
-    print(f"even split {result['even_split']}: median frame {even * 1000:.1f} ms")
-    print(f"partitioned split {result['split']}: median frame {split * 1000:.1f} ms")
+    print(
+        f"rank slowdowns measured in the first {k} frames: {[round(x, 2) for x in result['rank_slowdown']]}"
+    )
+    print(f"even split [0, 4, 8]: median frame {even * 1000:.1f} ms (frames {k + 3}..{args.frames})")
+    print(f"calibration frames on the even split: median {calibrating * 1000:.1f} ms (frames 3..{k})")
+    print(
+        f"partitioned split {result['split']}: median frame {split * 1000:.1f} ms (frames {k + 3}..{args.frames})"
+    )
     print(f"speedup of the partitioned run: **{even / split:.2f}x**")
+    print(
+        f"loss after frame {k + 1}: even {result['even_loss'][k]:.6f}, partitioned {result['partitioned_loss'][k]:.6f}"
+    )
     if args.json:
         args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
     return 0

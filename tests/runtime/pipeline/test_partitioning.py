@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.gpt import gpt_model_spec
-from hyperframe_runtime.pipeline.partitioning import layer_costs_and_speeds, repartition, split_spec
+from hyperframe_runtime.pipeline.partitioning import (
+    layer_costs_and_speeds,
+    repartition,
+    split_spec,
+    train_partitioned,
+)
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import Placement
 
@@ -50,3 +55,12 @@ def test_split_spec_builds_the_split_stages() -> None:
     spec = split_spec(gpt_model_spec(TrainConfig(n_layers=4)), (0, 3, 4))
     first, last = spec.build_stage(0, 2), spec.build_stage(1, 2)
     assert sorted(first.blocks) == ["0", "1", "2"] and sorted(last.blocks) == ["3"]  # type: ignore[arg-type]
+
+
+def test_train_partitioned_names_what_to_fix() -> None:
+    spec = gpt_model_spec(TrainConfig(n_layers=4))
+    with pytest.raises(ValueError, match="checkpoint_dir: partitioned training hands the weights over"):
+        train_partitioned(TrainConfig(n_layers=4, frames=8, replan_every=2), spec, calibration_frames=4)
+    config = TrainConfig(n_layers=4, frames=8, replan_every=2, checkpoint_dir="/nonexistent")
+    with pytest.raises(ValueError, match=r"calibration_frames = 8: must lie between replan_every \(2"):
+        train_partitioned(config, spec, calibration_frames=8)

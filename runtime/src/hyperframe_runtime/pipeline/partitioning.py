@@ -4,7 +4,10 @@ After the first frames of a run the planner holds measured per-stage costs (``Fr
 from every rank's op timings). This module turns them into what the partitioner needs, per-layer
 costs and per-rank speeds, asks it for a split (the V-aware one for a V placement, the exact
 one-stage-per-rank one otherwise) and builds the model spec that runs that split through the
-per-layer hook (``ModelSpec.build_layers``).
+per-layer hook (``ModelSpec.build_layers``). :func:`train_partitioned` is the whole flow: train
+the first frames on the even split, re-plan from their measured costs, snapshot, partition, and
+continue on the new split from the snapshot (parameters and AdamW state are keyed by parameter
+name, which the split does not change, so the continuation is exact).
 
 Separating a layer's cost from its rank's speed needs an assumption, because each stage was
 measured on one rank only: **the layers are alike** (the built-in GPT's blocks are). A rank's
@@ -19,12 +22,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import torch
+
+from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.spec import ModelSpec, check_split
+from hyperframe_runtime.pipeline.frame_loop import FrameLoop, TrainResult
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import OpKind, Placement
 from hyperframe_runtime.schedule.partition import partition_layers, vshape_partition
 
-__all__ = ["layer_costs_and_speeds", "repartition", "split_spec"]
+__all__ = ["Partitioned", "layer_costs_and_speeds", "repartition", "split_spec", "train_partitioned"]
 
 
 def layer_costs_and_speeds(
@@ -76,3 +83,57 @@ def split_spec(spec: ModelSpec, boundaries: Sequence[int]) -> ModelSpec:
     cuts = tuple(boundaries)
     spec.check_split(cuts)
     return dataclasses.replace(spec, build_stage=lambda stage, num_stages: spec.build_split(stage, cuts))
+
+
+@dataclasses.dataclass(frozen=True)
+class Partitioned:
+    """What :func:`train_partitioned` did."""
+
+    calibration: TrainResult
+    """The frames on the even split."""
+    partitioned: TrainResult
+    """The frames after it, on ``split``."""
+    split: tuple[int, ...]
+    """Layer boundaries of the stages after calibration."""
+    rank_slowdown: tuple[float, ...]
+    """Each rank's measured time per layer, relative to the fastest."""
+
+
+def train_partitioned(
+    config: TrainConfig,
+    spec: ModelSpec,
+    *,
+    calibration_frames: int,
+    device: torch.device | None = None,
+) -> Partitioned:
+    """Train ``config`` with a layer split measured for this hardware (every rank calls it).
+
+    The first ``calibration_frames`` frames run the even split and re-plan from measured costs
+    every ``config.replan_every`` frames; then a snapshot is written to ``config.checkpoint_dir``,
+    the measured per-stage costs choose the split, and training resumes from the snapshot on that
+    split (re-planning again from its own measured costs) until ``config.frames``.
+    """
+    if not config.checkpoint_dir:
+        raise ValueError(
+            "checkpoint_dir: partitioned training hands the weights over through a snapshot; set it"
+        )
+    if not 1 <= config.replan_every < calibration_frames < config.frames:
+        raise ValueError(
+            f"calibration_frames = {calibration_frames}: must lie between replan_every "
+            f"({config.replan_every}, which must be >= 1) and frames ({config.frames}), exclusive, so "
+            "that costs are measured before the split changes"
+        )
+    num_stages = config.num_stages
+    even = tuple(round(i * spec.num_layers / num_stages) for i in range(num_stages + 1))
+    first = FrameLoop(
+        dataclasses.replace(config, frames=calibration_frames), spec=split_spec(spec, even), device=device
+    )
+    calibration = first.run()
+    if first.plan.costs is None:
+        raise RuntimeError(
+            "policy: partitioned training needs the hyperframe policy (it re-plans from measured costs)"
+        )
+    layer_costs, slowdown = layer_costs_and_speeds(first.plan.costs, first.plan.placement, even)
+    split = repartition(first.plan.placement, layer_costs, slowdown)
+    rest = FrameLoop(config, spec=split_spec(spec, split), device=device).run()
+    return Partitioned(calibration=calibration, partitioned=rest, split=split, rank_slowdown=tuple(slowdown))
