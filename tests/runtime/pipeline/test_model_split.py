@@ -7,7 +7,7 @@ import pytest
 import torch
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.gpt import gpt_model_spec, synthetic_batch
-from hyperframe_runtime.models.profiling import activation_bytes
+from hyperframe_runtime.models.profiling import activation_bytes, stage_activation_bytes
 from hyperframe_runtime.models.spec import ModelSpec
 
 CONFIG = TrainConfig(vocab_size=64, seq_len=8, d_model=32, n_heads=2, n_layers=6, seed=5)
@@ -61,3 +61,15 @@ def test_activation_bytes_grow_with_the_blocks_and_count_the_head() -> None:
     # One more block costs one block's saved bytes: the middle stage's, less its output (which the
     # pipeline holds too, so it is counted there).
     assert two - one == middle - hidden.nelement() * hidden.element_size()
+
+
+def test_stage_activation_bytes_follow_the_split() -> None:
+    spec = gpt_model_spec(CONFIG)
+    even = stage_activation_bytes(spec, 2, 2)
+    uneven = stage_activation_bytes(spec, 2, 2, (0, 5, 6))
+    block = activation_bytes(
+        spec.build_split(1, (0, 4, 5, 6)), torch.randn(2, CONFIG.seq_len, CONFIG.d_model)
+    )
+    assert uneven[0] > even[0] and uneven[1] < even[1]  # blocks (and their bytes) moved to stage 0
+    assert sum(uneven) == pytest.approx(sum(even), rel=0.02)  # the same model, cut elsewhere
+    assert even[1] > even[0] > block > 0  # stage 1 also holds the head's logits
