@@ -12,6 +12,8 @@ import sys
 # gpu_profile is left out: it needs CUDA (run it by hand on a GPU machine).
 BENCHES: tuple[str, ...] = (
     "schedules",
+    "partitioner",
+    "uneven_ranks",
     "smoke_gate",
     "real_cpu",
     "render_scale",

@@ -7,7 +7,12 @@ import random
 
 import pytest
 from hyperframe_runtime.schedule.ir import ScheduleError
-from hyperframe_runtime.schedule.partition import partition_costs, partition_layers, vshape_partition
+from hyperframe_runtime.schedule.partition import (
+    partition_costs,
+    partition_layers,
+    rank_loads,
+    vshape_partition,
+)
 
 
 def brute_force(layers: list[float], slow: list[float]) -> float:
@@ -61,3 +66,50 @@ def test_vshape_partition_gives_each_rank_the_optimal_load_in_two_contiguous_chu
     assert result.num_stages == 8 and result.boundaries[0] == 0 and result.boundaries[-1] == 32
     per_rank = [result.stage_times[r] + result.stage_times[7 - r] for r in range(4)]
     assert max(per_rank) == partition_layers([1.0] * 32, slow).bottleneck == 9.0
+
+
+def brute_force_v(layers: list[float], slow: list[float]) -> float:
+    n, p = len(layers), len(slow)
+    best = float("inf")
+    for cuts in itertools.combinations(range(1, n), 2 * p - 1):
+        b = (0, *cuts, n)
+        loads = [
+            slow[r] * (sum(layers[b[r] : b[r + 1]]) + sum(layers[b[2 * p - 1 - r] : b[2 * p - r]]))
+            for r in range(p)
+        ]
+        best = min(best, max(loads))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_vshape_partition_matches_brute_force(seed: int) -> None:
+    rng = random.Random(seed)
+    p = rng.randint(1, 3)
+    layers = [rng.choice([0.25, 0.5, 1.0, 1.5, 2.0, 3.0]) for _ in range(rng.randint(2 * p, 10))]
+    if rng.random() < 0.5:
+        layers[-1] += rng.choice([1.0, 2.0, 4.0])  # a heavy head on the last layer
+    slow = [rng.choice([1.0, 1.0, 1.5, 1 / 0.6]) for _ in range(p)]
+    result = vshape_partition(layers, slow)
+    assert result.num_stages == 2 * p
+    assert result.boundaries[0] == 0 and result.boundaries[-1] == len(layers)
+    assert all(a < b for a, b in zip(result.boundaries, result.boundaries[1:], strict=False))
+    assert max(rank_loads(result, slow)) == pytest.approx(brute_force_v(layers, slow))
+
+
+def test_a_heavy_head_gives_rank_0_fewer_blocks() -> None:
+    # The head (last layer) and the first blocks both sit on rank 0 of the V.
+    layers = [1.0] * 16
+    layers[-1] += 3.0
+    result = vshape_partition(layers, [1.0] * 4)
+    sizes = [len(result.layers_of(c)) for c in range(8)]
+    assert sizes[0] + sizes[7] < sizes[1] + sizes[6]
+    assert max(rank_loads(result, [1.0] * 4)) == pytest.approx(19 / 4, abs=0.75)
+
+
+@pytest.mark.parametrize("slow", [[1.0, 1.0, 1.5, 1.0], [1.0, 1.0, 1 / 0.6, 1 / 0.6], [1.0] * 4])
+def test_vshape_partition_keeps_each_ranks_two_chunks_even(slow: list[float]) -> None:
+    # Even chunks keep the V's warm-up memory low (ZBV runs 2(p - r) - 1 forwards of chunk r first).
+    result = vshape_partition([1.0] * 32, slow)
+    sizes = [len(result.layers_of(c)) for c in range(8)]
+    assert all(abs(sizes[r] - sizes[7 - r]) <= 1 for r in range(4)), sizes
+    assert max(rank_loads(result, slow)) == pytest.approx(partition_layers([1.0] * 32, slow).bottleneck)

@@ -1,7 +1,8 @@
 """The built-in GPT: a small pre-LayerNorm decoder split into pipeline stages, on synthetic tokens.
 
 Stage 0 holds the token and position embeddings, the last stage the final LayerNorm and the
-output head, and the transformer blocks are split evenly over the stages. Every layer is
+output head, and the transformer blocks are split evenly over the stages, or by any contiguous
+split (``ModelSpec.build_layers``, e.g. the partitioner's uneven one). Every layer is
 initialised from its own seed (derived from ``config.seed`` and the layer's global index), so the
 model is the same however it is split, and parameter names use global block indices
 (``blocks.5.attn.qkv.weight``): a checkpoint does not depend on the pipeline split.
@@ -83,7 +84,9 @@ class GPTStage(nn.Module):
     """One pipeline stage of the GPT. Input: token ids (stage 0) or hidden states; output: hidden
     states, or logits on the last stage."""
 
-    def __init__(self, config: TrainConfig, stage: int, num_stages: int) -> None:
+    def __init__(self, config: TrainConfig, stage: int, num_stages: int, layers: range | None = None) -> None:
+        """``layers``: the global block indices this stage holds (any contiguous range, also an
+        uneven split from the partitioner); None is the even split of :func:`layer_range`."""
         super().__init__()
         self.is_first = stage == 0
         self.is_last = stage == num_stages - 1
@@ -98,7 +101,7 @@ class GPTStage(nn.Module):
         self.blocks = nn.ModuleDict(
             {
                 str(i): Block(d, config.n_heads, torch.Generator().manual_seed(derive_seed(config.seed, i)))
-                for i in layer_range(config.n_layers, stage, num_stages)
+                for i in (layer_range(config.n_layers, stage, num_stages) if layers is None else layers)
             }
         )
         if self.is_last:
@@ -142,6 +145,8 @@ def gpt_model_spec(config: TrainConfig) -> ModelSpec:
     """The built-in GPT as a :class:`ModelSpec`, sized by ``config``'s model fields."""
     return ModelSpec(
         build_stage=lambda stage, num_stages: GPTStage(config, stage, num_stages),
+        num_layers=config.n_layers,
+        build_layers=lambda stage, num_stages, layers: GPTStage(config, stage, num_stages, layers),
         loss_fn=gpt_loss,
         make_batch=lambda frame, replica, n: synthetic_batch(config, frame, replica, n),
         tokens_per_sample=config.seq_len,

@@ -9,7 +9,8 @@ where ``function(config: TrainConfig) -> ModelSpec``. See docs/runtime.md for a 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ from torch import nn
 if TYPE_CHECKING:
     from hyperframe_runtime.config import TrainConfig
 
-__all__ = ["ModelSpec", "load_model_spec"]
+__all__ = ["ModelSpec", "check_split", "load_model_spec"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +44,45 @@ class ModelSpec:
     resumed run sees the same data as an uninterrupted one."""
     tokens_per_sample: int = 0
     """Tokens in one sample, for the tokens/s metric; 0 when the model has no tokens."""
+    num_layers: int = 0
+    """Layers the model can be cut between (the built-in GPT: its blocks); 0 = no per-layer hook."""
+    build_layers: Callable[[int, int, range], nn.Module] | None = None
+    """The per-layer hook: ``(stage_index, num_stages, layers) -> module`` of that stage holding
+    exactly the global layers ``layers`` (a non-empty contiguous range of ``0..num_layers-1``),
+    plus the model's input part on stage 0 and its output part on the last stage. With it the
+    runtime can give stages uneven layer counts (:meth:`build_split`), as the partitioner
+    (``schedule.partition``) asks for mixed devices. Same rules as ``build_stage``: deterministic,
+    and a layer's parameters and names must not depend on the split."""
+
+    def build_split(self, stage: int, boundaries: Sequence[int]) -> nn.Module:
+        """Stage ``stage`` of the split where stage s holds layers ``boundaries[s]:boundaries[s+1]``."""
+        self.check_split(boundaries)
+        assert self.build_layers is not None
+        return self.build_layers(stage, len(boundaries) - 1, range(boundaries[stage], boundaries[stage + 1]))
+
+    def check_split(self, boundaries: Sequence[int]) -> None:
+        """Raise a ValueError naming the fix unless this model can run the split ``boundaries``."""
+        if self.build_layers is None or self.num_layers < 1:
+            raise ValueError(
+                "model: an uneven layer split needs ModelSpec.build_layers and num_layers "
+                "(the per-layer hook); give them in the model factory"
+            )
+        check_split(boundaries, self.num_layers)
+
+
+def check_split(boundaries: Sequence[int], num_layers: int) -> None:
+    """Raise a ValueError naming the fix unless ``boundaries`` cut 0..num_layers into non-empty runs."""
+    cuts = list(boundaries)
+    if (
+        len(cuts) < 2
+        or cuts[0] != 0
+        or cuts[-1] != num_layers
+        or any(a >= b for a, b in itertools.pairwise(cuts))
+    ):
+        raise ValueError(
+            f"layer split {cuts}: must rise strictly from 0 to num_layers ({num_layers}), one entry "
+            "more than there are stages, so that every stage holds at least one layer"
+        )
 
 
 def load_model_spec(config: TrainConfig) -> ModelSpec:

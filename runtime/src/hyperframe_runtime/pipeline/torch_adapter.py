@@ -102,6 +102,10 @@ def _dummy_stage(stage_index: int, num_stages: int, num_ranks: int, rank: int) -
     )
 
 
+def _skip_lowering(self: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
 def torch_schedule_orders(name: str, num_ranks: int, num_microbatches: int) -> Orders:
     """Compute-only orders of torch's schedule ``name`` for ``num_ranks`` ranks.
 
@@ -115,7 +119,10 @@ def torch_schedule_orders(name: str, num_ranks: int, num_microbatches: int) -> O
         )
     from torch.distributed.pipelining import schedules
 
-    cls = getattr(schedules, TORCH_SCHEDULE_CLASSES[name])
+    # Only ``pipeline_order`` is read: skip the constructor's lowering to comm actions, which is
+    # most of its time (seconds at p = 64, m = 256) and is redone by the executor anyway.
+    base = getattr(schedules, TORCH_SCHEDULE_CLASSES[name])
+    cls = type(base.__name__, (base,), {"_prepare_schedule_with_comms": _skip_lowering})
     p, m = num_ranks, num_microbatches
     try:
         if name in _SINGLE_STAGE:

@@ -115,7 +115,12 @@ def _plan(args: argparse.Namespace) -> None:
         dump_orders_csv(result.orders, args.output)
         print(f"wrote {args.output}")
     _report(
-        result.orders, placement, costs, args.m, args.gantt, f"plan (memory limit {result.memory_limit:g})"
+        result.orders,
+        placement,
+        costs,
+        args.m,
+        args.gantt,
+        f"plan (memory limit {result.memory_limit:g}, best candidate: {result.source})",
     )
 
 

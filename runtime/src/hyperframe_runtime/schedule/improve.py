@@ -13,7 +13,7 @@ import random
 
 from hyperframe_runtime.schedule.problem import Problem
 
-__all__ = ["Replay", "improve", "predecessors_of", "replay"]
+__all__ = ["Replay", "improve", "memory_ok", "predecessors_of", "replay"]
 
 _EPS = 1e-9
 
@@ -111,7 +111,8 @@ def replay(pr: Problem, orders: list[list[int]], preds: list[tuple[int, ...]]) -
     return Replay(starts, ends, binding, free_at)
 
 
-def _memory_ok(pr: Problem, ops: list[int], limit: float) -> bool:
+def memory_ok(pr: Problem, ops: list[int], limit: float) -> bool:
+    """True when one rank's ``ops`` never hold more than ``limit`` activation memory."""
     block = pr.num_stages * pr.m
     m = pr.m
     act = pr.act
@@ -187,7 +188,7 @@ def improve(
         candidate.insert(j, op)
         if not _same_rank_order_ok(candidate, i, j, op, block, pr.m):
             continue
-        if not _memory_ok(pr, candidate, limit):
+        if not memory_ok(pr, candidate, limit):
             continue
         orders[r] = candidate
         trial = replay(pr, orders, preds)

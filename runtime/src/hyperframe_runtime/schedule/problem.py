@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from hyperframe_runtime.schedule.costs import CostModel
@@ -155,9 +156,19 @@ class Problem:
         return (kind_index * self.num_stages + stage) * self.m + mb
 
     def action(self, op: int) -> Action:
-        kind_index, rest = divmod(op, self.num_stages * self.m)
-        stage, mb = divmod(rest, self.m)
-        return Action(stage, self.kinds[kind_index], mb)
+        return _action_table(self.num_stages, self.m, self.kinds)[op]
+
+    def actions(self, ops: list[int]) -> list[Action]:
+        """The Actions of integer ops, in order."""
+        table = _action_table(self.num_stages, self.m, self.kinds)
+        return [table[o] for o in ops]
+
+
+@functools.lru_cache(maxsize=4)
+def _action_table(num_stages: int, m: int, kinds: tuple[OpKind, ...]) -> tuple[Action, ...]:
+    # Building ~100k Action objects is a third of a large plan's time; a re-plan of the same
+    # pipeline (every few frames in the runtime) reuses them. Actions are frozen, so sharing is safe.
+    return tuple(Action(s, kind, mb) for kind in kinds for s in range(num_stages) for mb in range(m))
 
 
 def _next_local_gap(pr: Problem, s: int) -> int:
