@@ -190,15 +190,17 @@ def framework_rootfs(built: Built, tmp_path_factory: pytest.TempPathFactory) -> 
     rootfs.mkdir()
     manifest, _ = built.registry.manifest(ref)
     for layer in manifest["layers"]:
-        # Uncompressed layers (images/build.sh), so tar reads them as they come.
         with urllib.request.urlopen(built.registry.layer_url(ref, layer["digest"]), timeout=600) as blob:
-            _untar(blob, rootfs)
+            _untar(blob, rootfs, str(layer["mediaType"]))
     yield rootfs
     shutil.rmtree(rootfs, ignore_errors=True)
 
 
-def _untar(stream: Any, rootfs: Path) -> None:
-    tar = subprocess.Popen(["tar", "-x", "-C", str(rootfs), "--numeric-owner", "-p"], stdin=subprocess.PIPE)
+def _untar(stream: Any, rootfs: Path, media_type: str) -> None:
+    compression = {"zstd": ["--zstd"], "gzip": ["--gzip"]}.get(media_type.rsplit("+", 1)[-1], [])
+    tar = subprocess.Popen(
+        ["tar", "-x", *compression, "-C", str(rootfs), "--numeric-owner", "-p"], stdin=subprocess.PIPE
+    )
     assert tar.stdin is not None
     shutil.copyfileobj(stream, tar.stdin, 1 << 20)
     tar.stdin.close()
