@@ -145,19 +145,29 @@ elif [[ "$mode" == release ]]; then
 fi
 
 # --- inputs of the local profiles: root filesystem and wheels ---------------------------------
+allow=()
 CACHE="${HYPERFRAME_IMAGES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hyperframe/images}"
 mkdir -p "$CACHE"
+# One build at a time per cache: a second buildkitd cannot open the same state.
+exec 9>"$CACHE/build.lock"
+if ! flock --nonblock 9; then
+    say "another images/build.sh uses $CACHE; waiting for it"
+    flock 9
+fi
 if [[ "$mode" == local ]]; then
     for profile in "${local_profiles[@]}"; do
         phase "root filesystem of $profile"
         while IFS='=' read -r var value; do
             export "$var=$value"
             say "$var=$value"
+            # bake reads build contexts outside the repository only when allowed, one by one.
+            [[ "$var" == *_DIR ]] && allow+=("--allow=fs.read=$value")
         done < <(images_cli rootfs "$profile")
         phase "wheels of $profile"
         images_cli stage-wheels "$profile" "$CACHE/wheels-$profile" \
             --wheelhouse "${HYPERFRAME_WHEELHOUSE:-$HOME/.cache/hyperframe/wheels}"
         export WHEELHOUSE="$CACHE/wheels-$profile"
+        allow+=("--allow=fs.read=$WHEELHOUSE")
     done
 fi
 
@@ -196,7 +206,6 @@ trap 'exit 130' INT TERM
     # RUN steps share the host's network: apt reaches Debian's archive, nothing else is needed.
     echo "  networkMode = \"host\""
     echo "  gc = true"
-    echo "  reservedSpace = \"${KEEP_GB}GB\""
     echo "  maxUsedSpace = \"${KEEP_GB}GB\""
     echo "[worker.containerd]"
     echo "  enabled = false"
@@ -219,7 +228,7 @@ export BUILDX_CONFIG="$RUN_DIR/buildx"
 # runtime pulls (containerd 1.6 included).
 export BUILDX_NO_DEFAULT_ATTESTATIONS=1
 "$BIN_BUILDX" create --name hyperframe --driver remote "$SOCKET" >/dev/null
-bake=("$BIN_BUILDX" bake --builder hyperframe --file docker-bake.hcl --progress "${BUILDX_PROGRESS:-plain}")
+bake=("$BIN_BUILDX" bake "${allow[@]}" --builder hyperframe --file docker-bake.hcl --progress "${BUILDX_PROGRESS:-plain}")
 
 # Layers are zstd-compressed, not gzip: on this machine's 2 cores gzip -6 costs about 48 CPU-s per
 # GB of torch libraries and zstd -3 about 6, for a smaller result (44 % of the input, gzip 50 %);
