@@ -73,22 +73,28 @@ class Registry:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.read(), dict(response.headers)
 
+    def _split(self, ref: str) -> tuple[str, str]:
+        """`host/repo:tag` or `host/repo@sha256:...` -> (repo, tag or digest)."""
+        name, sep, digest = ref.removeprefix(self.address + "/").partition("@")
+        if sep:
+            return name.rsplit(":", 1)[0] if ":" in name else name, digest
+        repo, tag = name.rsplit(":", 1)
+        return repo, tag
+
     def manifest(self, ref: str) -> tuple[dict[str, Any], str]:
         """The manifest of `host/repo:tag` or `host/repo@sha256:...`, and the registry's digest of it."""
-        name, sep, digest = ref.partition("@")
-        repo, reference = (name, digest) if sep else name.rsplit(":", 1)
-        repo = repo.removeprefix(self.address + "/")
+        repo, reference = self._split(ref)
         body, headers = self.get(f"/v2/{repo}/manifests/{reference}")
         return json.loads(body), headers["Docker-Content-Digest"]
 
     def config(self, ref: str) -> dict[str, Any]:
         manifest, _ = self.manifest(ref)
-        repo = ref.partition("@")[0].rsplit(":", 1)[0].removeprefix(self.address + "/")
+        repo, _ = self._split(ref)
         body, _ = self.get(f"/v2/{repo}/blobs/{manifest['config']['digest']}", accept="*/*")
         return dict(json.loads(body))
 
     def layer_url(self, ref: str, digest: str) -> str:
-        repo = ref.partition("@")[0].rsplit(":", 1)[0].removeprefix(self.address + "/")
+        repo, _ = self._split(ref)
         return f"http://{self.address}/v2/{repo}/blobs/{digest}"
 
 
