@@ -14,6 +14,7 @@ from hyperframe.api.models import parse_runtime
 from hyperframe.images.local import profile_requirements, write_cluster_files
 from hyperframe.images.matrix import Matrix, Profile
 from hyperframe.images.repo import load_matrix
+from hyperframe_devcluster import paths
 
 ROOT = Path(__file__).resolve().parents[3]
 REGISTRY = "127.0.0.1:5999"
@@ -94,3 +95,23 @@ def test_a_missing_push_is_named(tmp_path: Path) -> None:
     del metadata[f"framework-{p.name}"]
     with pytest.raises(KeyError, match="was not pushed"):
         write_cluster_files(ROOT, m, p, REGISTRY, json.dumps(metadata), tmp_path)
+
+
+def test_the_chart_installs_the_pushed_images_with_values_local(tmp_path: Path) -> None:
+    """`helm install -f values-local.yaml`: the operator by digest and only the local runtime."""
+    m, p = _local()
+    write_cluster_files(ROOT, m, p, REGISTRY, json.dumps(_metadata(m, p)), tmp_path)
+    result = subprocess.run(
+        [str(paths.helm()), "template", "hf", str(ROOT / "charts/hyperframe-operator"), "-f",
+         str(tmp_path / "values-local.yaml")],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    objects = [d for d in yaml.safe_load_all(result.stdout) if d]
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    images = {c["image"] for c in deployment["spec"]["template"]["spec"]["containers"]}
+    assert images == {f"{REGISTRY}/hyperframe-operator@sha256:{'a' * 64}"}
+    runtimes = [o for o in objects if o["kind"] == "HyperFrameRuntime"]
+    assert [r["metadata"]["name"] for r in runtimes] == [p.name]
+    assert runtimes[0]["spec"]["images"]["framework"] == f"{m.framework_image(p, REGISTRY)}@sha256:{'c' * 64}"
+    assert "sha256:" + "0" * 64 not in result.stdout
