@@ -47,7 +47,7 @@ for arg in "$@"; do
         --print) mode=print ;;
         --resolve) mode=resolve ;;
         --write) write="--write" ;;
-        -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "images/build.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
         *) targets+=("$arg") ;;
     esac
