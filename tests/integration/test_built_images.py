@@ -351,6 +351,9 @@ def test_the_framework_image_runs_as_its_user_with_the_contract(
 def test_a_rebuild_without_changes_reuses_every_layer(built: Built) -> None:
     first, second = built.layers
     assert first == second
+    # Everything came from the cache, the image configs included: the very same manifests.
+    before = json.loads((built.out.parent / "out1/digests.json").read_text(encoding="utf-8"))
+    assert before == built.digests
     steps = [
         line
         for line in built.logs[1].splitlines()

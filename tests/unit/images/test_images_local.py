@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from hyperframe.api.models import parse_runtime
-from hyperframe.images.local import profile_requirements, write_cluster_files
+from hyperframe.images.local import link_exactly, profile_requirements, write_cluster_files
 from hyperframe.images.matrix import Matrix, Profile
 from hyperframe.images.repo import load_matrix
 from hyperframe_devcluster import paths
@@ -115,3 +115,18 @@ def test_the_chart_installs_the_pushed_images_with_values_local(tmp_path: Path) 
     assert [r["metadata"]["name"] for r in runtimes] == [p.name]
     assert runtimes[0]["spec"]["images"]["framework"] == f"{m.framework_image(p, REGISTRY)}@sha256:{'c' * 64}"
     assert "sha256:" + "0" * 64 not in result.stdout
+
+
+def test_staged_wheels_are_updated_in_place(tmp_path: Path) -> None:
+    source, out = tmp_path / "wheelhouse", tmp_path / "staged"
+    source.mkdir()
+    for name in ("a.whl", "b.whl", "c.whl"):
+        (source / name).write_text(name)
+    link_exactly(["a.whl", "b.whl"], source, out)
+    kept = (out / "a.whl").stat()
+    (out / "stray.whl").write_text("old")
+    link_exactly(["a.whl", "c.whl"], source, out)
+    assert sorted(p.name for p in out.iterdir()) == ["a.whl", "c.whl"]
+    assert (out / "c.whl").samefile(source / "c.whl")
+    # Untouched, so BuildKit sees the same file and does not send it again.
+    assert (out / "a.whl").stat().st_ctime_ns == kept.st_ctime_ns

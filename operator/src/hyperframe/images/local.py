@@ -34,6 +34,7 @@ from hyperframe.images.published import digests_from_bake_metadata
 __all__ = [
     "LocalImages",
     "cache_dir",
+    "link_exactly",
     "local_images",
     "make_rootfs",
     "profile_requirements",
@@ -158,7 +159,7 @@ def _resolve(
 
 
 def stage_wheels(root: Path, p: Profile, wheelhouse: Path, out: Path) -> list[str]:
-    """Hard-link into `out` (emptied first) the wheels the profile needs; return their names.
+    """Hard-link into `out` exactly the wheels the profile needs; return their names.
 
     Resolved by this interpreter's pip, which must be the profile's Python (the wheels are
     CPython-version specific). Offline first; only what the wheelhouse lacks is downloaded into it.
@@ -185,12 +186,21 @@ def stage_wheels(root: Path, p: Profile, wheelhouse: Path, out: Path) -> list[st
                 raise RuntimeError(f"pip cannot resolve {reqs} from {wheelhouse}:\n{result.stderr}")
         installs = json.loads(report.read_text(encoding="utf-8"))["install"]
     names = sorted(Path(item["download_info"]["url"].removeprefix("file://")).name for item in installs)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    for name in names:
-        os.link(wheelhouse / name, out / name)
+    link_exactly(names, wheelhouse, out)
     return names
+
+
+def link_exactly(names: list[str], source: Path, out: Path) -> None:
+    """Make `out` hold hard links to exactly `names` in `source`, updating it in place: a file left
+    as it was keeps its metadata, so BuildKit does not send it again (re-linking all of them made
+    every warm build transfer the 2.6 GB of wheels once more)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for path in out.iterdir():
+        if path.name not in names or not path.samefile(source / path.name):
+            path.unlink()
+    for name in names:
+        if not (out / name).exists():
+            os.link(source / name, out / name)
 
 
 # --- what the development cluster reads ----------------------------------------------------------
