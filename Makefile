@@ -68,9 +68,11 @@ generate: venv
 	# Last: the chart copies crds/ and images/generated/ (and reads controller/rbac.py).
 	$(PY) charts/hyperframe-operator/hack/generate.py
 
-# Builds every image with docker buildx bake; exits 3 with an explanation where no Docker engine runs.
-images: venv
-	bash images/build.sh
+# Builds the local profile's images (operator, base, framework) with a private BuildKit, pushes them
+# to $$HYPERFRAME_REGISTRY and writes their digests to .cluster/images/ (docs/images.md). Exits 3
+# with the reason where no engine can run (1 with CI=true).
+images: venv cluster-build
+	HYPERFRAME_WHEELHOUSE=$(WHEELHOUSE) PYTHON=$(PY) bash images/build.sh
 
 clean:
 	-test -x $(PY) && $(PY) -m hyperframe_devcluster down

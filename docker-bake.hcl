@@ -5,6 +5,18 @@ variable "REGISTRY" {
   default = "ghcr.io/hyperframe-dev"
 }
 
+variable "WHEELHOUSE" {
+  default = "images/wheelhouse"
+}
+
+variable "ROOTFS_LOCAL_DIR" {
+  default = ""
+}
+
+variable "ROOTFS_LOCAL_SHA256" {
+  default = ""
+}
+
 group "default" {
   targets = ["operator", "framework-cuda13", "framework-cuda12", "framework-cpu"]
 }
@@ -15,6 +27,10 @@ group "base" {
 
 group "framework" {
   targets = ["framework-cuda13", "framework-cuda12", "framework-cpu"]
+}
+
+group "local" {
+  targets = ["operator-local", "base-local", "framework-local"]
 }
 
 target "_common" {
@@ -30,6 +46,9 @@ target "_common" {
 target "operator" {
   inherits = ["_common"]
   dockerfile = "images/operator.Dockerfile"
+  contexts = {
+    "wheelhouse" = "${WHEELHOUSE}"
+  }
   args = {
     "BASE_IMAGE"        = "python:3.12-slim-bookworm@sha256:a116514e19457bcb7af7efe9c3dd0b9b71e85b317694e7882a1c52aa15a78134"
     "HF_PYTHON_VERSION" = "3.12"
@@ -65,6 +84,7 @@ target "framework-cuda13" {
   dockerfile = "Dockerfile.framework"
   contexts = {
     "hyperframe-base" = "target:base-cuda13"
+    "wheelhouse"      = "${WHEELHOUSE}"
   }
   args = {
     "BASE_IMAGE"         = "hyperframe-base"
@@ -106,6 +126,7 @@ target "framework-cuda12" {
   dockerfile = "Dockerfile.framework"
   contexts = {
     "hyperframe-base" = "target:base-cuda12"
+    "wheelhouse"      = "${WHEELHOUSE}"
   }
   args = {
     "BASE_IMAGE"         = "hyperframe-base"
@@ -147,6 +168,7 @@ target "framework-cpu" {
   dockerfile = "Dockerfile.framework"
   contexts = {
     "hyperframe-base" = "target:base-cpu"
+    "wheelhouse"      = "${WHEELHOUSE}"
   }
   args = {
     "BASE_IMAGE"         = "hyperframe-base"
@@ -161,4 +183,76 @@ target "framework-cpu" {
     "HF_VERSION"         = "0.1.0"
   }
   tags = ["${REGISTRY}/hyperframe-framework:0.1.0-torch2.13.0-cpu-py3.12"]
+}
+
+target "rootfs-local" {
+  context = ROOTFS_LOCAL_DIR
+  dockerfile-inline = "FROM scratch\nADD rootfs.tar /\n"
+  platforms = ["linux/amd64"]
+}
+
+target "operator-local" {
+  inherits = ["_common"]
+  dockerfile = "images/operator.Dockerfile"
+  contexts = {
+    "hyperframe-rootfs-local" = "target:rootfs-local"
+    "wheelhouse"              = "${WHEELHOUSE}"
+  }
+  args = {
+    "BASE_IMAGE"        = "hyperframe-rootfs-local"
+    "HF_PYTHON_VERSION" = "3.11"
+    "HF_USER"           = "hyperframe"
+    "HF_UID"            = "10001"
+    "HF_VERSION"        = "0.1.0"
+    "PIP_NO_INDEX"      = "1"
+    "PIP_FIND_LINKS"    = "/wheelhouse"
+  }
+  tags = ["${REGISTRY}/hyperframe-operator:0.1.0-local"]
+}
+
+target "base-local" {
+  inherits = ["_common"]
+  dockerfile = "Dockerfile.base"
+  contexts = {
+    "hyperframe-rootfs-local" = "target:rootfs-local"
+  }
+  args = {
+    "BASE_IMAGE"        = "hyperframe-rootfs-local"
+    "HF_BASE_NAME"      = "debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates bookworm ROOTFS http://deb.debian.org/debian"
+    "HF_BASE_DIGEST"    = "sha256:${ROOTFS_LOCAL_SHA256}"
+    "HF_PROFILE"        = "local"
+    "HF_OS"             = "debian12"
+    "HF_CUDA"           = "none"
+    "HF_PYTHON_VERSION" = "3.11"
+    "HF_OS_PACKAGES"    = "python3 python3-venv"
+    "HF_RDMA_PACKAGES"  = ""
+    "HF_USER"           = "hyperframe"
+    "HF_UID"            = "10001"
+    "HF_VERSION"        = "0.1.0"
+  }
+  tags = ["${REGISTRY}/hyperframe-base:0.1.0-debian12-py3.11"]
+}
+
+target "framework-local" {
+  inherits = ["_common"]
+  dockerfile = "Dockerfile.framework"
+  contexts = {
+    "hyperframe-base" = "target:base-local"
+    "wheelhouse"      = "${WHEELHOUSE}"
+  }
+  args = {
+    "BASE_IMAGE"         = "hyperframe-base"
+    "HF_PROFILE"         = "local"
+    "HF_PYTHON_VERSION"  = "3.11"
+    "HF_TORCH_VERSION"   = "2.13.0"
+    "HF_TORCH_VARIANT"   = "cu130"
+    "HF_TORCH_CUDA"      = "13.0"
+    "HF_TORCH_INDEX_URL" = "https://pypi.org/simple"
+    "HF_NCCL_VERSION"    = "2.29.7"
+    "HF_UID"             = "10001"
+    "HF_VERSION"         = "0.1.0"
+    "PIP_NO_INDEX"       = "1"
+    "PIP_FIND_LINKS"     = "/wheelhouse"
+  }
+  tags = ["${REGISTRY}/hyperframe-framework:0.1.0-torch2.13.0-cu130-py3.11"]
 }

@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# Build the HyperFrame images from the pin matrix with docker buildx bake (`make images`).
+# Build the HyperFrame images from the pin matrix with BuildKit (`make images`).
 #
-#   images/build.sh [TARGET...]        build (default group: operator + every framework image,
-#                                      which builds its base first) into the local image store
-#   images/build.sh --push [TARGET...] build and push to the matrix registry, then record the
-#                                      pushed digests in images/published.yaml and regenerate the
-#                                      default runtime profiles pinned to them
-#   images/build.sh --print [TARGET...] show the resolved bake configuration, build nothing
-#   images/build.sh --resolve [--write] re-read every base digest (docker buildx imagetools
-#                                      inspect) and torch NCCL pin (pip download --no-deps) from
-#                                      the registries; --write rewrites images/matrix.yaml
+#   images/build.sh                       build the local profile's images (group `local` of
+#                                         docker-bake.hcl: operator, base, framework), push them to
+#                                         $HYPERFRAME_REGISTRY and write their digests for the
+#                                         development cluster into $HYPERFRAME_IMAGES_DIR
+#   images/build.sh --push [TARGET...]    build released targets (default group) and push them to
+#                                         the matrix registry, then record the pushed digests in
+#                                         images/published.yaml and regenerate the default runtimes
+#   images/build.sh --print [TARGET...]   show the resolved bake configuration, build nothing
+#   images/build.sh --resolve [--write]   re-read every base digest and torch NCCL pin from the
+#                                         registries; --write rewrites images/matrix.yaml
 #
-# Targets and groups are those of docker-bake.hcl: default, base, framework, operator,
-# base-<profile>, framework-<profile>. REGISTRY=host/ns overrides the registry for a local build.
-# Exit codes: 0 done, 1 failed, 2 bad usage or stale generated files, 3 no Docker engine.
+# The engine is this script's own buildkitd (BuildKit, built from the Go module proxy by
+# `make cluster-build`), run as root with its OCI worker on Debian's runc, host networking for RUN
+# steps (apt reaches Debian's archive), its state in a bounded cache and its socket private; buildx
+# drives it through the remote driver (`buildx bake`). It is stopped when the script ends.
+#
+# Environment:
+#   HYPERFRAME_REGISTRY    host:port of the development cluster's registry (plain HTTP on
+#                          loopback); `python -m hyperframe_devcluster env` exports it
+#   HYPERFRAME_IMAGES_DIR  where digests.json, values-local.yaml, runtimes-local.yaml go
+#                          (default: <repo>/.cluster/images)
+#   HYPERFRAME_IMAGES_CACHE  root filesystems, staged wheels, BuildKit state
+#                          (default: ~/.cache/hyperframe/images)
+#   HYPERFRAME_BUILDKIT_CACHE_GB  BuildKit's cache is pruned to this size after a build (default 24)
+#   HYPERFRAME_WHEELHOUSE  the project's wheelhouse (default: ~/.cache/hyperframe/wheels)
+# Exit codes: 0 done, 1 failed, 2 bad usage, stale generated files or no registry, 3 no engine can
+# run here (1 when CI=true: CI must build the images).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,29 +36,44 @@ PYTHON="${PYTHON:-}"
 if [[ -z "$PYTHON" ]]; then
     if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
+export PYTHONPATH="$ROOT/operator/src:$ROOT/cluster/src${PYTHONPATH:+:$PYTHONPATH}"
 
-mode=build
+mode=local
 write=""
 targets=()
 for arg in "$@"; do
     case "$arg" in
-        --push) mode=push ;;
+        --push) mode=release ;;
         --print) mode=print ;;
         --resolve) mode=resolve ;;
         --write) write="--write" ;;
-        -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "images/build.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
         *) targets+=("$arg") ;;
     esac
 done
 
-images_cli() {
-    "$PYTHON" -m hyperframe.images "$@"
+say() { printf '>> images: %s\n' "$*" >&2; }
+images_cli() { "$PYTHON" -m hyperframe.images "$@"; }
+started=$SECONDS
+phase_start=$SECONDS
+phase() {
+    # Elapsed time of the previous phase, then the next one's name.
+    if [[ -n "${phase_name:-}" ]]; then say "$phase_name: $((SECONDS - phase_start)) s"; fi
+    phase_name="$1"
+    phase_start=$SECONDS
 }
 
 if [[ "$mode" == resolve ]]; then
-    command -v docker >/dev/null || { echo "images/build.sh --resolve: needs the docker CLI with buildx (imagetools)" >&2; exit 3; }
     images_cli resolve $write
+    exit 0
+fi
+if [[ "$mode" == print ]]; then
+    BUILDX_CONFIG="$(mktemp -d)"
+    export BUILDX_CONFIG
+    trap 'rm -rf "$BUILDX_CONFIG"' EXIT
+    buildx="$("$PYTHON" -c 'from hyperframe_devcluster.paths import binary; print(binary("buildx"))')"
+    "$buildx" bake --file docker-bake.hcl --print "${targets[@]}"
     exit 0
 fi
 
@@ -54,40 +83,176 @@ if ! images_cli check; then
     exit 2
 fi
 
-if ! command -v docker >/dev/null 2>&1; then
-    echo "images/build.sh: cannot build images here: the docker CLI is not installed." >&2
-    echo "  Install Docker (Engine or Desktop, with buildx) and run \`make images\` again." >&2
+# --- can an engine run here? ------------------------------------------------------------------
+no_engine() {
+    echo "images/build.sh: cannot build images here: $1" >&2
+    shift
+    local line
+    for line in "$@"; do echo "  $line" >&2; done
+    if [[ "${CI:-}" == true ]]; then
+        echo "  CI=true: building the images is part of CI, so this is a failure." >&2
+        exit 1
+    fi
     exit 3
+}
+
+tool() {
+    "$PYTHON" -c 'import sys
+from hyperframe_devcluster.paths import BinaryMissingError, binary
+try:
+    print(binary(sys.argv[1]))
+except BinaryMissingError as err:
+    sys.exit(str(err))' "$1"
+}
+
+if [[ "$(id -u)" != 0 ]]; then
+    no_engine "buildkitd runs as root here (its OCI worker creates mounts and namespaces), and this is uid $(id -u)." \
+        "Run \`make images\` as root, on a machine where root may run containers."
 fi
-if ! engine_error="$(docker info --format '{{.ServerVersion}}' 2>&1 >/dev/null)"; then
-    echo "images/build.sh: cannot build images here: the docker CLI is installed but no Docker engine answers." >&2
-    echo "  docker info: $(printf '%s' "$engine_error" | head -n 1)" >&2
-    echo "  Start a Docker engine (or point DOCKER_HOST at one) and run \`make images\` again." >&2
-    echo "  Without an engine, CI still checks the images: hadolint, the matrix validation, the generated" >&2
-    echo "  files and the framework install script (tests/unit/images, tests/integration/test_framework_install.py)." >&2
-    exit 3
-fi
-if ! docker buildx version >/dev/null 2>&1; then
-    echo "images/build.sh: the Docker engine has no buildx plugin; install docker-buildx and run again." >&2
-    exit 3
+RUNC="$(command -v runc || true)"
+[[ -n "$RUNC" ]] || no_engine "runc is not installed (BuildKit's OCI worker runs every RUN step with it)." \
+    "apt-get install runc"
+for name in buildkitd buildctl buildx; do
+    if ! path="$(tool "$name" 2>&1)"; then
+        no_engine "$path"
+    fi
+    printf -v "BIN_${name^^}" '%s' "$path"
+done
+
+if [[ "$mode" == local ]]; then
+    read -r -a local_profiles <<<"$(images_cli local-profiles)"
+    ((${#local_profiles[@]})) || { echo "images/build.sh: images/matrix.yaml has no profile with release: false" >&2; exit 2; }
+    command -v debootstrap >/dev/null || no_engine "debootstrap is not installed (the local profile's base is a debootstrap root filesystem)." \
+        "apt-get install debootstrap"
+    REGISTRY="${HYPERFRAME_REGISTRY:-}"
+    if [[ -z "$REGISTRY" ]]; then
+        echo "images/build.sh: HYPERFRAME_REGISTRY is not set: it names the registry (host:port) the images are pushed to." >&2
+        echo "  Start the development cluster (make cluster-up) and export its environment:" >&2
+        echo "  eval \"\$(python -m hyperframe_devcluster env)\"; or run a registry and set HYPERFRAME_REGISTRY=127.0.0.1:PORT." >&2
+        exit 2
+    fi
+    if ! "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlopen(f"http://{sys.argv[1]}/v2/", timeout=5)' "$REGISTRY" 2>/dev/null; then
+        echo "images/build.sh: no registry answers at http://$REGISTRY/v2/ (HYPERFRAME_REGISTRY); start it and run again" >&2
+        exit 2
+    fi
+    export REGISTRY
+    ((${#targets[@]})) || targets=(local)
+elif [[ "$mode" == release ]]; then
+    if [[ -n "${REGISTRY:-}" ]]; then
+        echo "images/build.sh --push: pushes go to the matrix registry; change registry: in images/matrix.yaml instead of REGISTRY" >&2
+        exit 2
+    fi
 fi
 
+# --- inputs of the local profiles: root filesystem and wheels ---------------------------------
+allow=()
+CACHE="${HYPERFRAME_IMAGES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hyperframe/images}"
+mkdir -p "$CACHE"
+# One build at a time per cache: a second buildkitd cannot open the same state.
+exec 9>"$CACHE/build.lock"
+if ! flock --nonblock 9; then
+    say "another images/build.sh uses $CACHE; waiting for it"
+    flock 9
+fi
+if [[ "$mode" == local ]]; then
+    for profile in "${local_profiles[@]}"; do
+        phase "root filesystem of $profile"
+        while IFS='=' read -r var value; do
+            export "$var=$value"
+            say "$var=$value"
+            # bake reads build contexts outside the repository only when allowed, one by one.
+            [[ "$var" == *_DIR ]] && allow+=("--allow=fs.read=$value")
+        done < <(images_cli rootfs "$profile")
+        phase "wheels of $profile"
+        images_cli stage-wheels "$profile" "$CACHE/wheels-$profile" \
+            --wheelhouse "${HYPERFRAME_WHEELHOUSE:-$HOME/.cache/hyperframe/wheels}"
+        export WHEELHOUSE="$CACHE/wheels-$profile"
+        allow+=("--allow=fs.read=$WHEELHOUSE")
+    done
+fi
+
+# --- the private buildkitd --------------------------------------------------------------------
+phase "start buildkitd"
+RUN_DIR="$(mktemp -d /tmp/hyperframe-buildkit.XXXXXX)"
+SOCKET="unix://$RUN_DIR/buildkitd.sock"
+BUILDKIT_PID=""
+KEEP_GB="${HYPERFRAME_BUILDKIT_CACHE_GB:-24}"
+stop_engine() {
+    local rc=$?
+    if [[ -n "$BUILDKIT_PID" ]] && kill -0 "$BUILDKIT_PID" 2>/dev/null; then
+        kill -TERM "$BUILDKIT_PID" 2>/dev/null || true
+        for _ in $(seq 1 60); do kill -0 "$BUILDKIT_PID" 2>/dev/null || break; sleep 0.5; done
+        kill -KILL "$BUILDKIT_PID" 2>/dev/null || true
+        wait "$BUILDKIT_PID" 2>/dev/null || true
+    fi
+    if ((rc != 0)) && [[ -f "$RUN_DIR/buildkitd.log" ]]; then
+        echo "images/build.sh: failed; the last lines of buildkitd's log:" >&2
+        tail -n 20 "$RUN_DIR/buildkitd.log" >&2 || true
+    fi
+    rm -rf "$RUN_DIR"
+    say "total: $((SECONDS - started)) s"
+}
+trap stop_engine EXIT
+trap 'exit 130' INT TERM
+
+{
+    echo "root = \"$CACHE/buildkit\""
+    echo "[grpc]"
+    echo "  address = [\"$SOCKET\"]"
+    echo "[worker.oci]"
+    echo "  enabled = true"
+    echo "  binary = \"$RUNC\""
+    echo "  snapshotter = \"overlayfs\""
+    # RUN steps share the host's network: apt reaches Debian's archive, nothing else is needed.
+    echo "  networkMode = \"host\""
+    echo "  gc = true"
+    echo "  maxUsedSpace = \"${KEEP_GB}GB\""
+    echo "[worker.containerd]"
+    echo "  enabled = false"
+    if [[ "$mode" == local ]]; then
+        echo "[registry.\"$REGISTRY\"]"
+        echo "  http = true"
+    fi
+} >"$RUN_DIR/buildkitd.toml"
+"$BIN_BUILDKITD" --config "$RUN_DIR/buildkitd.toml" >"$RUN_DIR/buildkitd.log" 2>&1 &
+BUILDKIT_PID=$!
+for _ in $(seq 1 120); do
+    "$BIN_BUILDCTL" --addr "$SOCKET" debug workers >/dev/null 2>&1 && break
+    kill -0 "$BUILDKIT_PID" 2>/dev/null || { echo "images/build.sh: buildkitd exited at start" >&2; exit 1; }
+    sleep 0.5
+done
+"$BIN_BUILDCTL" --addr "$SOCKET" debug workers >/dev/null
+
+export BUILDX_CONFIG="$RUN_DIR/buildx"
+# No provenance attestation: the pushed digest is then the image manifest itself, which every
+# runtime pulls (containerd 1.6 included).
+export BUILDX_NO_DEFAULT_ATTESTATIONS=1
+"$BIN_BUILDX" create --name hyperframe --driver remote "$SOCKET" >/dev/null
+bake=("$BIN_BUILDX" bake "${allow[@]}" --builder hyperframe --file docker-bake.hcl --progress "${BUILDX_PROGRESS:-plain}")
+
+# Layers are zstd-compressed, not gzip: on this machine's 2 cores gzip -6 costs about 48 CPU-s per
+# GB of torch libraries and zstd -3 about 6, for a smaller result (44 % of the input, gzip 50 %);
+# docs/images.md has the measurement. containerd (1.5+) and the registry take zstd layers.
+OUTPUT="type=image,push=true,compression=zstd,force-compression=true,oci-mediatypes=true"
+
 case "$mode" in
-    print)
-        exec docker buildx bake --file docker-bake.hcl --print "${targets[@]}"
+    local)
+        phase "build and push ${targets[*]} to $REGISTRY"
+        "${bake[@]}" --set "*.output=$OUTPUT" --metadata-file "$RUN_DIR/metadata.json" "${targets[@]}"
+        phase "record the digests"
+        out="${HYPERFRAME_IMAGES_DIR:-$ROOT/.cluster/images}"
+        for profile in "${local_profiles[@]}"; do
+            images_cli write-local "$profile" "$REGISTRY" "$RUN_DIR/metadata.json" "$out"
+        done
         ;;
-    build)
-        docker buildx bake --file docker-bake.hcl --load "${targets[@]}"
-        ;;
-    push)
-        if [[ -n "${REGISTRY:-}" ]]; then
-            echo "images/build.sh --push: pushes go to the matrix registry; change registry: in images/matrix.yaml instead of REGISTRY" >&2
-            exit 2
-        fi
-        metadata="$(mktemp)"
-        trap 'rm -f "$metadata"' EXIT
-        docker buildx bake --file docker-bake.hcl --push --metadata-file "$metadata" "${targets[@]}"
-        images_cli record-push "$metadata"
-        echo "images/build.sh: pushed; commit images/published.yaml and the regenerated files"
+    release)
+        phase "build and push ${targets[*]:-default} to the matrix registry"
+        "${bake[@]}" --set "*.output=$OUTPUT" --metadata-file "$RUN_DIR/metadata.json" "${targets[@]}"
+        images_cli record-push "$RUN_DIR/metadata.json"
+        echo "images/build.sh: pushed; commit images/published.yaml and the regenerated files" >&2
         ;;
 esac
+
+phase "prune BuildKit's cache to ${KEEP_GB} GB"
+"$BIN_BUILDCTL" --addr "$SOCKET" prune --keep-storage "$((KEEP_GB * 1024))" >/dev/null
+phase ""

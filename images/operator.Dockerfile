@@ -1,18 +1,22 @@
-# syntax=docker/dockerfile:1.7
 # HyperFrame operator image: the `hyperframe` distribution (API, renderer, kopf operator) on a
 # small Python base pinned by digest. No CUDA and no torch: the build fails if torch sneaks in.
 # BASE_IMAGE and the HF_ args come from images/matrix.yaml (operator:) through docker-bake.hcl;
 # the tag is the hyperframe package version, the same value as the chart's appVersion.
+# The `local` profile builds the same file on its debootstrap root filesystem (tag <version>-local),
+# its pip steps reading the mounted wheelhouse (PIP_NO_INDEX/PIP_FIND_LINKS, see Dockerfile.framework).
 
 ARG BASE_IMAGE
 
 # --- builder: the hyperframe wheel, built as the image's non-root user ------------------------
 FROM ${BASE_IMAGE} AS builder
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /tmp/src
 COPY --chown=65534:65534 operator/pyproject.toml operator/
 COPY --chown=65534:65534 operator/src operator/src
 USER 65534:65534
-RUN python3 -m pip wheel --no-cache-dir --no-deps --wheel-dir /tmp/wheels /tmp/src/operator
+RUN --mount=type=bind,from=wheelhouse,target=/wheelhouse \
+    python3 -m pip wheel --no-cache-dir --no-deps --wheel-dir /tmp/wheels /tmp/src/operator
 
 # --- operator ---------------------------------------------------------------------------------
 FROM ${BASE_IMAGE} AS operator
@@ -21,6 +25,8 @@ ARG HF_PYTHON_VERSION
 ARG HF_UID=10001
 ARG HF_USER=hyperframe
 ARG HF_VERSION
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
@@ -32,11 +38,14 @@ RUN have="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
     && groupadd --gid "${HF_UID}" "${HF_USER}" \
     && useradd --uid "${HF_UID}" --gid "${HF_UID}" --no-create-home --shell /usr/sbin/nologin "${HF_USER}"
 
-# The wheel's own dependency ranges resolve here (kopf, kubernetes, jinja2, ...); the freeze is
-# kept in the image so a running operator's exact versions can be read back.
+# The wheel's own dependency ranges resolve here, with the operator extra (kopf, kubernetes,
+# aiohttp, prometheus-client); the freeze is kept in the image so a running operator's exact
+# versions can be read back.
 RUN --mount=type=bind,from=builder,source=/tmp/wheels,target=/tmp/wheels \
+    --mount=type=bind,from=wheelhouse,target=/wheelhouse \
     python3 -m venv /opt/hyperframe/venv \
-    && /opt/hyperframe/venv/bin/pip install --no-cache-dir /tmp/wheels/hyperframe-*.whl \
+    && wheel="$(echo /tmp/wheels/hyperframe-*.whl)" \
+    && /opt/hyperframe/venv/bin/pip install --no-cache-dir "${wheel}[operator]" \
     && /opt/hyperframe/venv/bin/pip check \
     && if /opt/hyperframe/venv/bin/python -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'; then \
         echo "operator.Dockerfile: torch got installed; the operator must not depend on it" >&2; \

@@ -24,6 +24,7 @@ from hyperframe.images.generate import (
     stale_files,
     write_files,
 )
+from hyperframe.images.matrix import DebootstrapBase
 from hyperframe.images.published import (
     UNPUBLISHED_DIGEST,
     digests_from_bake_metadata,
@@ -69,8 +70,11 @@ def test_a_changed_matrix_makes_the_generated_files_stale_and_generate_fixes_it(
 def test_default_runtimes_validate_and_record_the_matrix_versions() -> None:
     m = load_matrix(ROOT)
     docs = [d for d in yaml.safe_load_all((ROOT / RUNTIMES_FILE).read_text(encoding="utf-8")) if d]
-    assert [d["metadata"]["name"] for d in docs] == [p.name for p in m.profiles]
-    for doc, profile in zip(docs, m.profiles, strict=True):
+    # Local-only profiles (release: false) are built for the development cluster, never installed
+    # as default runtimes.
+    assert [d["metadata"]["name"] for d in docs] == [p.name for p in m.released_profiles]
+    assert m.local_profiles, "the matrix must keep a profile that builds here (make images)"
+    for doc, profile in zip(docs, m.released_profiles, strict=True):
         runtime = parse_runtime(doc)
         spec = runtime.spec
         assert spec.versions.torch == profile.torch.local_version
@@ -86,7 +90,7 @@ def test_default_runtimes_validate_and_record_the_matrix_versions() -> None:
 def test_unpublished_images_carry_the_zero_digest_and_say_so() -> None:
     m = load_matrix(ROOT)
     docs = [d for d in yaml.safe_load_all(render_runtimes(m, {})) if d]
-    assert len(docs) == len(m.profiles)
+    assert len(docs) == len(m.released_profiles)
     for doc in docs:
         assert doc["metadata"]["annotations"][ANNOTATION_PUBLISHED] == "false"
         assert doc["spec"]["images"]["framework"].endswith("@" + UNPUBLISHED_DIGEST)
@@ -128,15 +132,24 @@ def _dockerfile_args(path: Path) -> set[str]:
     return set(re.findall(r"^ARG\s+([A-Z_]+)", path.read_text(encoding="utf-8"), flags=re.MULTILINE))
 
 
+# pip's own settings, passed only to the targets of a wheelhouse profile (unset elsewhere).
+PIP_ARGS = {"PIP_NO_INDEX", "PIP_FIND_LINKS"}
+
+
 def test_bake_args_and_dockerfile_args_agree() -> None:
     """No pin reaches a Dockerfile except through the bake file, and no bake arg is dropped."""
     m = load_matrix(ROOT)
     for target, args in bake_args(m).items():
         kind = target.split("-")[0]
         declared = _dockerfile_args(DOCKERFILES[kind])
-        assert set(args) == declared, (
+        assert set(args) - declared == set(), f"{target}: bake args not declared in {DOCKERFILES[kind].name}"
+        assert declared - set(args) <= PIP_ARGS, (
             f"{target}: bake args {sorted(args)} vs {DOCKERFILES[kind].name} ARGs {sorted(declared)}"
         )
+    local = m.local_profiles[0]
+    for target in (f"operator-{local.name}", f"framework-{local.name}"):
+        assert {"PIP_NO_INDEX", "PIP_FIND_LINKS"} <= set(bake_args(m)[target]), target
+    assert not PIP_ARGS & set(bake_args(m)["framework-cuda13"])
 
 
 def test_bake_file_builds_each_framework_on_its_own_base() -> None:
@@ -148,8 +161,17 @@ def test_bake_file_builds_each_framework_on_its_own_base() -> None:
         assert f"hyperframe-framework:{m.framework_tag(p)}" in block
         assert f'"HF_TORCH_VARIANT"   = "{p.torch.variant}"' in block
         base_block = bake.split(f'target "base-{p.name}" {{')[1].split("\n}\n")[0]
-        assert f'"{p.base.pinned}"' in base_block
+        if isinstance(p.base, DebootstrapBase):
+            # FROM the root filesystem target; its tarball's sha256 is the recorded base digest.
+            assert f'"hyperframe-rootfs-{p.name}" = "target:rootfs-{p.name}"' in base_block
+            assert f'"sha256:${{ROOTFS_{p.name.upper()}_SHA256}}"' in base_block
+            assert f'"{p.base.command}"' in base_block
+        else:
+            assert f'"{p.base.pinned}"' in base_block
     assert f'"${{REGISTRY}}/hyperframe-operator:{m.version}"' in bake
+    local = m.local_profiles[0]
+    group = bake.split('group "local" {')[1].split("\n}\n")[0]
+    assert f'"operator-{local.name}", "base-{local.name}", "framework-{local.name}"' in group
 
 
 def test_docs_table_lists_every_profile_between_the_markers() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hyperframe.images.matrix import DebootstrapBase
 from hyperframe.images.repo import MATRIX_FILE, load_matrix, release_version
 from hyperframe.images.validate import MatrixError, parse_matrix
 
@@ -37,6 +38,12 @@ def test_shipped_matrix_is_valid_with_a_cuda12_a_cuda13_and_a_cpu_line() -> None
     assert any(p.cuda is None for p in m.profiles)
     assert [p.name for p in m.profiles if p.default] == [m.default_profile.name]
     for p in m.profiles:
+        if isinstance(p.base, DebootstrapBase):
+            # Built here from Debian's archive: never released, no CUDA of its own, pip offline.
+            assert not p.release and p.cuda is None and p.from_wheelhouse
+            assert p.base.command.startswith(f"debootstrap --variant={p.base.variant} ")
+            continue
+        assert p.release and not p.from_wheelhouse
         assert p.base.pinned == f"{p.base.image}@{p.base.digest}"
         if p.cuda:
             assert p.base.image == f"nvidia/cuda:{p.cuda}-base-{p.os}"

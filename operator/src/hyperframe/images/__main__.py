@@ -9,6 +9,14 @@
   record-push FILE     merge the digests of `docker buildx bake --metadata-file FILE` into
                        images/published.yaml, then regenerate
   sizes                layer sizes of the Python environment running this command
+  local-profiles       the names of the profiles `make images` builds here (release: false)
+  rootfs PROFILE       make (or reuse) the profile's debootstrap root filesystem; print the
+                       bake variables naming it: ROOTFS_<P>_DIR=... and ROOTFS_<P>_SHA256=...
+  stage-wheels PROFILE OUT [--wheelhouse DIR]
+                       hard-link the wheels the profile's images install into OUT
+  write-local PROFILE REGISTRY METADATA OUT
+                       write digests.json, values-local.yaml and runtimes-local.yaml into OUT
+                       from a `buildx bake --metadata-file` of the push to REGISTRY
 """
 
 from __future__ import annotations
@@ -119,6 +127,32 @@ def _sizes() -> int:
     return 0
 
 
+def _local(root: Path, args: argparse.Namespace) -> int:
+    from hyperframe.images import local
+    from hyperframe.images.generate import rootfs_variables
+
+    m = load_matrix(root)
+    if args.command == "local-profiles":
+        print(" ".join(p.name for p in m.local_profiles))
+        return 0
+    p = m.profile(args.profile)
+    if args.command == "rootfs":
+        directory, digest = local.make_rootfs(p, local.cache_dir())
+        dir_var, sha_var = rootfs_variables(p)
+        print(f"{dir_var}={directory}\n{sha_var}={digest}")
+        return 0
+    if args.command == "stage-wheels":
+        names = local.stage_wheels(root, p, args.wheelhouse, args.out)
+        print(f"staged {len(names)} wheels of profile {p.name} in {args.out}", file=sys.stderr)
+        return 0
+    written = local.write_cluster_files(
+        root, m, p, args.registry, args.metadata.read_text(encoding="utf-8"), args.out
+    )
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hyperframe.images", description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=None, help="repository root (default: found from cwd)")
@@ -132,6 +166,23 @@ def main(argv: list[str] | None = None) -> int:
     record = sub.add_parser("record-push", help="record pushed digests from a bake metadata file")
     record.add_argument("metadata_file", type=Path)
     sub.add_parser("sizes", help="layer sizes of this Python environment")
+    sub.add_parser("local-profiles", help="the profiles make images builds here")
+    rootfs = sub.add_parser("rootfs", help="make the debootstrap root filesystem of a profile")
+    rootfs.add_argument("profile")
+    stage = sub.add_parser("stage-wheels", help="stage the wheels a wheelhouse profile installs")
+    stage.add_argument("profile")
+    stage.add_argument("out", type=Path)
+    stage.add_argument(
+        "--wheelhouse",
+        type=Path,
+        default=Path.home() / ".cache/hyperframe/wheels",
+        help="the project's wheelhouse",
+    )
+    write_local = sub.add_parser("write-local", help="write the development cluster's image files")
+    write_local.add_argument("profile")
+    write_local.add_argument("registry")
+    write_local.add_argument("metadata", type=Path)
+    write_local.add_argument("out", type=Path)
     args = parser.parse_args(argv)
     if args.command == "sizes":
         return _sizes()
@@ -145,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check(root, args.release)
         if args.command == "resolve":
             return _resolve(root, args.write)
+        if args.command in ("local-profiles", "rootfs", "stage-wheels", "write-local"):
+            return _local(root, args)
         return _record_push(root, args.metadata_file)
     except MatrixError as err:
         print(err, file=sys.stderr)

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from hyperframe.constants import API_VERSION, RUNTIME_KIND
-from hyperframe.images.matrix import Matrix, Profile
+from hyperframe.images.matrix import DebootstrapBase, Matrix, Profile
 from hyperframe.images.published import UNPUBLISHED_DIGEST
 from hyperframe.images.repo import BAKE_FILE, DOCS_FILE, RUNTIMES_FILE
 
@@ -25,11 +25,14 @@ __all__ = [
     "DOCS_BEGIN",
     "DOCS_END",
     "LABEL_PROFILE",
+    "ROOTFS_DOCKERFILE",
+    "WHEELHOUSE_DIR",
     "bake_args",
     "expected_files",
     "render_bake",
     "render_runtimes",
     "render_versions_table",
+    "rootfs_variables",
     "runtime_manifest",
     "splice_docs",
     "stale_files",
@@ -43,6 +46,13 @@ LABEL_PROFILE = "hyperframe.dev/pin-matrix-profile"
 ANNOTATION_PUBLISHED = "hyperframe.dev/images-published"
 ANNOTATION_DEFAULT = "hyperframe.dev/default-runtime"
 SOURCE_URL = "https://github.com/hyperframe-dev/hyperframe"
+# The named build context every pip step mounts at /wheelhouse. The committed directory holds no
+# wheels (profiles installing from a package index never read it); images/build.sh points the bake
+# variable WHEELHOUSE at the wheels a wheelhouse profile needs, staged from the project's wheelhouse.
+WHEELHOUSE_DIR = "images/wheelhouse"
+WHEELHOUSE_MOUNT = "/wheelhouse"
+# A debootstrap root filesystem becomes an image by extracting its tarball onto an empty one.
+ROOTFS_DOCKERFILE = "FROM scratch\nADD rootfs.tar /\n"
 
 
 # --- docker-bake.hcl -----------------------------------------------------------------------------
@@ -71,11 +81,32 @@ def _target(name: str, body: Mapping[str, str | list[str] | Mapping[str, str]]) 
     return "\n".join(lines)
 
 
+def rootfs_variables(p: Profile) -> tuple[str, str]:
+    """The bake variables images/build.sh sets for a debootstrap profile: the directory holding
+    rootfs.tar, and the tarball's sha256 (recorded as the base digest)."""
+    stem = "ROOTFS_" + p.name.upper().replace("-", "_")
+    return f"{stem}_DIR", f"{stem}_SHA256"
+
+
+def _from_image(p: Profile) -> str:
+    """What FROM ${BASE_IMAGE} names: the pinned upstream image, or the rootfs target's context."""
+    return f"hyperframe-rootfs-{p.name}" if isinstance(p.base, DebootstrapBase) else p.base.pinned
+
+
+def _pip_args(p: Profile) -> dict[str, str]:
+    """pip's own configuration for a wheelhouse profile: no index, only the mounted wheels."""
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE_MOUNT} if p.from_wheelhouse else {}
+
+
 def _base_args(m: Matrix, p: Profile) -> dict[str, str]:
+    if isinstance(p.base, DebootstrapBase):
+        name, digest = p.base.command, f"sha256:${{{rootfs_variables(p)[1]}}}"
+    else:
+        name, digest = p.base.image, p.base.digest
     return {
-        "BASE_IMAGE": p.base.pinned,
-        "HF_BASE_NAME": p.base.image,
-        "HF_BASE_DIGEST": p.base.digest,
+        "BASE_IMAGE": _from_image(p),
+        "HF_BASE_NAME": name,
+        "HF_BASE_DIGEST": digest,
         "HF_PROFILE": p.name,
         "HF_OS": p.os,
         "HF_CUDA": p.cuda or "none",
@@ -100,22 +131,28 @@ def _framework_args(m: Matrix, p: Profile) -> dict[str, str]:
         "HF_NCCL_VERSION": p.torch.nccl or "none",
         "HF_UID": str(m.image_user.uid),
         "HF_VERSION": m.version,
+        **_pip_args(p),
     }
 
 
-def _operator_args(m: Matrix) -> dict[str, str]:
+def _operator_args(m: Matrix, p: Profile | None = None) -> dict[str, str]:
+    """The released operator (p None) on the matrix's operator base, or a local profile's operator
+    on that profile's root filesystem."""
     return {
-        "BASE_IMAGE": m.operator.base.pinned,
-        "HF_PYTHON_VERSION": m.operator.python,
+        "BASE_IMAGE": m.operator.base.pinned if p is None else _from_image(p),
+        "HF_PYTHON_VERSION": m.operator.python if p is None else p.python,
         "HF_USER": m.image_user.name,
         "HF_UID": str(m.image_user.uid),
         "HF_VERSION": m.version,
+        **({} if p is None else _pip_args(p)),
     }
 
 
 def bake_args(m: Matrix) -> dict[str, dict[str, str]]:
     """Bake target name -> its build args (the drift test compares them with each Dockerfile's ARGs)."""
     args = {"operator": _operator_args(m)}
+    for p in m.local_profiles:
+        args[f"operator-{p.name}"] = _operator_args(m, p)
     for p in m.profiles:
         args[f"base-{p.name}"] = _base_args(m, p)
         args[f"framework-{p.name}"] = _framework_args(m, p)
@@ -126,16 +163,31 @@ def _quoted(names: list[str]) -> str:
     return ", ".join(_hcl(n) for n in names)
 
 
+def _tags(*refs: str) -> list[str]:
+    return [_hcl(f"${{REGISTRY}}/{ref}") for ref in refs]
+
+
 def render_bake(m: Matrix) -> str:
-    """The buildx bake file: one base and one framework target per profile, plus the operator."""
-    base_targets = [f"base-{p.name}" for p in m.profiles]
-    framework_targets = [f"framework-{p.name}" for p in m.profiles]
+    """The buildx bake file: one base and one framework target per profile, plus the operator;
+    a debootstrap profile adds its root filesystem target and its own operator (group `local`)."""
+    released = m.released_profiles
+    base_targets = [f"base-{p.name}" for p in released]
+    framework_targets = [f"framework-{p.name}" for p in released]
+    local_targets = [
+        name
+        for p in m.local_profiles
+        for name in (f"operator-{p.name}", f"base-{p.name}", f"framework-{p.name}")
+    ]
+    rootfs_vars = [var for p in m.local_profiles for var in rootfs_variables(p)]
     blocks = [
         f"// {GENERATED_NOTE}\n// Build: make images (images/build.sh), or docker buildx bake [group or target].",
         f'variable "REGISTRY" {{\n  default = {_hcl(m.registry)}\n}}',
+        f'variable "WHEELHOUSE" {{\n  default = {_hcl(WHEELHOUSE_DIR)}\n}}',
+        *(f'variable "{var}" {{\n  default = ""\n}}' for var in rootfs_vars),
         f'group "default" {{\n  targets = [{_quoted(["operator", *framework_targets])}]\n}}',
         f'group "base" {{\n  targets = [{_quoted(base_targets)}]\n}}',
         f'group "framework" {{\n  targets = [{_quoted(framework_targets)}]\n}}',
+        f'group "local" {{\n  targets = [{_quoted(local_targets)}]\n}}',
         _target(
             "_common",
             {
@@ -153,20 +205,48 @@ def render_bake(m: Matrix) -> str:
             {
                 "inherits": [_hcl("_common")],
                 "dockerfile": _hcl("images/operator.Dockerfile"),
+                "contexts": {"wheelhouse": "${WHEELHOUSE}"},
                 "args": _operator_args(m),
-                "tags": [f'"${{REGISTRY}}/hyperframe-operator:{m.version}"'],
+                "tags": _tags(f"hyperframe-operator:{m.operator_tag()}"),
             },
         ),
     ]
     for p in m.profiles:
+        base_contexts: dict[str, str] = {}
+        if isinstance(p.base, DebootstrapBase):
+            dir_var = rootfs_variables(p)[0]
+            blocks.append(
+                _target(
+                    f"rootfs-{p.name}",
+                    {
+                        "context": f"{dir_var}",
+                        "dockerfile-inline": _hcl(ROOTFS_DOCKERFILE),
+                        "platforms": [_hcl("linux/amd64")],
+                    },
+                )
+            )
+            base_contexts = {_from_image(p): f"target:rootfs-{p.name}"}
+            blocks.append(
+                _target(
+                    f"operator-{p.name}",
+                    {
+                        "inherits": [_hcl("_common")],
+                        "dockerfile": _hcl("images/operator.Dockerfile"),
+                        "contexts": {**base_contexts, "wheelhouse": "${WHEELHOUSE}"},
+                        "args": _operator_args(m, p),
+                        "tags": _tags(f"hyperframe-operator:{m.operator_tag(p)}"),
+                    },
+                )
+            )
         blocks.append(
             _target(
                 f"base-{p.name}",
                 {
                     "inherits": [_hcl("_common")],
                     "dockerfile": _hcl("Dockerfile.base"),
+                    **({"contexts": base_contexts} if base_contexts else {}),
                     "args": _base_args(m, p),
-                    "tags": [f'"${{REGISTRY}}/hyperframe-base:{m.base_tag(p)}"'],
+                    "tags": _tags(f"hyperframe-base:{m.base_tag(p)}"),
                 },
             )
         )
@@ -176,9 +256,9 @@ def render_bake(m: Matrix) -> str:
                 {
                     "inherits": [_hcl("_common")],
                     "dockerfile": _hcl("Dockerfile.framework"),
-                    "contexts": {"hyperframe-base": f"target:base-{p.name}"},
+                    "contexts": {"hyperframe-base": f"target:base-{p.name}", "wheelhouse": "${WHEELHOUSE}"},
                     "args": _framework_args(m, p),
-                    "tags": [f'"${{REGISTRY}}/hyperframe-framework:{m.framework_tag(p)}"'],
+                    "tags": _tags(f"hyperframe-framework:{m.framework_tag(p)}"),
                 },
             )
         )
@@ -227,11 +307,23 @@ def render_runtimes(m: Matrix, published: Mapping[str, str]) -> str:
         "# The default HyperFrameRuntime profiles; the chart installs them. Images whose digest is all\n"
         f'# zeros were not pushed yet ({ANNOTATION_PUBLISHED}: "false"): run images/build.sh --push.\n'
     )
-    docs = [yaml.safe_dump(runtime_manifest(m, p, published), sort_keys=False) for p in m.profiles]
+    docs = [yaml.safe_dump(runtime_manifest(m, p, published), sort_keys=False) for p in m.released_profiles]
     return header + "---\n" + "---\n".join(docs)
 
 
 # --- docs/images.md versions table ---------------------------------------------------------------
+
+
+def _base_cell(p: Profile) -> str:
+    if isinstance(p.base, DebootstrapBase):
+        return f"debootstrap `{p.base.suite}` ({p.base.variant})<br>sha256 of the rootfs tarball"
+    return f"`{p.base.image}`<br>`{p.base.digest[:19]}…`"
+
+
+def _source_line(p: Profile) -> str:
+    if isinstance(p.base, DebootstrapBase):
+        return f"- `{p.name}`: `{p.base.command}`; torch from the project's wheelhouse (filled from {p.torch.index_url})"
+    return f"- `{p.name}`: `{p.base.pinned}`; torch from {p.torch.index_url}"
 
 
 def render_versions_table(m: Matrix) -> str:
@@ -242,21 +334,26 @@ def render_versions_table(m: Matrix) -> str:
     for p in m.profiles:
         rdma = ", ".join(f"{n} {v}" for n, v in p.rdma_packages) or "none"
         name = f"`{p.name}` (default)" if p.default else f"`{p.name}`"
+        if not p.release:
+            name += " (local cluster only)"
         rows.append(
-            f"| {name} | `{p.base.image}`<br>`{p.base.digest[:19]}…` | {p.os} | {p.cuda or 'none'} | {p.python} "
+            f"| {name} | {_base_cell(p)} | {p.os} | {p.cuda or 'none'} | {p.python} "
             f"| {p.torch.local_version} | {p.torch.nccl or 'none'} | {rdma} | `{m.framework_tag(p)}` |"
         )
     rows.append("")
     rows.append(
         f"Operator image: `{m.operator_image()}` on `{m.operator.base.image}` "
-        f"(`{m.operator.base.digest[:19]}…`), Python {m.operator.python}. "
-        f"Images run as `{m.image_user.name}` (uid {m.image_user.uid})."
+        f"(`{m.operator.base.digest[:19]}…`), Python {m.operator.python}"
+        + "".join(
+            f"; `{m.operator_image(profile=p)}` on the `{p.name}` root filesystem, Python {p.python}"
+            for p in m.local_profiles
+        )
+        + f". Images run as `{m.image_user.name}` (uid {m.image_user.uid})."
     )
     rows.append("")
     rows.append("Pinned upstream images and torch indexes:")
     rows.append("")
-    for p in m.profiles:
-        rows.append(f"- `{p.name}`: `{p.base.pinned}`; torch from {p.torch.index_url}")
+    rows.extend(_source_line(p) for p in m.profiles)
     rows.append(f"- operator: `{m.operator.base.pinned}`")
     return "\n".join(rows)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "BaseImage",
+    "DebootstrapBase",
     "ImageUser",
     "Matrix",
     "OperatorPin",
@@ -34,6 +35,30 @@ class BaseImage:
     def pinned(self) -> str:
         """`repository:tag@sha256:...`: the reference every FROM uses."""
         return f"{self.image}@{self.digest}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DebootstrapBase:
+    """A Debian root filesystem that `make images` makes with debootstrap from Debian's archive.
+
+    It is not pulled, so it has no registry digest: the build records the command below and the
+    sha256 of the root filesystem tarball it produced (the image's base.name and base.digest labels).
+    """
+
+    suite: str
+    """The Debian release, e.g. `bookworm`."""
+    variant: str
+    """debootstrap's --variant, e.g. `minbase` (essential and apt only)."""
+    include: tuple[str, ...]
+    """Packages added to the root filesystem (Python and pip, which the operator image needs)."""
+    mirror: str
+    """The archive, the same one apt uses on the build machine."""
+
+    @property
+    def command(self) -> str:
+        """The exact debootstrap command line, recorded in the image labels."""
+        include = f" --include={','.join(self.include)}" if self.include else ""
+        return f"debootstrap --variant={self.variant}{include} {self.suite} ROOTFS {self.mirror}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,16 +98,25 @@ class Profile:
     """The base image's CUDA version (`major.minor.patch`), None for the CPU profile."""
     python: str
     """`major.minor`, checked against the base image's python3 at build time."""
-    base: BaseImage
+    base: BaseImage | DebootstrapBase
     os_packages: tuple[str, ...]
     """Extra OS packages that float with the OS archive (Python on Ubuntu)."""
     rdma_packages: tuple[tuple[str, str], ...]
     """(package, exact version) pairs for the RDMA user-space stack."""
     torch: TorchPin
+    release: bool = True
+    """False for a profile built only for the development cluster (`make images` pushes it to the
+    cluster's registry): it is not published, not a default runtime of the chart."""
 
     @property
     def nccl(self) -> str | None:
         return self.torch.nccl
+
+    @property
+    def from_wheelhouse(self) -> bool:
+        """A debootstrap profile is built where nothing can be pulled: its pip steps read only the
+        project's wheelhouse (filled from PyPI by `make venv`), mounted into the build."""
+        return isinstance(self.base, DebootstrapBase)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,6 +144,16 @@ class Matrix:
     @property
     def default_profile(self) -> Profile:
         return next(p for p in self.profiles if p.default)
+
+    @property
+    def released_profiles(self) -> tuple[Profile, ...]:
+        """The profiles that are published and installed by the chart as default runtimes."""
+        return tuple(p for p in self.profiles if p.release)
+
+    @property
+    def local_profiles(self) -> tuple[Profile, ...]:
+        """The profiles `make images` builds here and pushes to the development cluster."""
+        return tuple(p for p in self.profiles if not p.release)
 
     def profile(self, name: str) -> Profile:
         for p in self.profiles:
@@ -144,5 +188,9 @@ class Matrix:
     def framework_image(self, profile: Profile, registry: str | None = None) -> str:
         return f"{self.framework_repository(registry)}:{self.framework_tag(profile)}"
 
-    def operator_image(self, registry: str | None = None) -> str:
-        return f"{self.operator_repository(registry)}:{self.version}"
+    def operator_tag(self, profile: Profile | None = None) -> str:
+        """The release version; `0.1.0-local` for the operator built on a local profile's base."""
+        return self.version if profile is None else f"{self.version}-{profile.name}"
+
+    def operator_image(self, registry: str | None = None, profile: Profile | None = None) -> str:
+        return f"{self.operator_repository(registry)}:{self.operator_tag(profile)}"

@@ -124,7 +124,8 @@ def resolve_matrix_text(
     """Return the matrix text with fresh digests and NCCL pins (and their sources), and what changed."""
     changes: list[Change] = []
     bases: list[tuple[str, BaseImage]] = [("operator.base", m.operator.base)]
-    bases += [(f"profiles.{p.name}.base", p.base) for p in m.profiles]
+    # A debootstrap base is made here, not pulled: it has no registry digest to re-read.
+    bases += [(f"profiles.{p.name}.base", p.base) for p in m.profiles if isinstance(p.base, BaseImage)]
     digests: dict[str, str] = {}
     for where, base in bases:
         if base.image not in digests:

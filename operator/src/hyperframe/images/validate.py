@@ -19,7 +19,15 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hyperframe.images.matrix import BaseImage, ImageUser, Matrix, OperatorPin, Profile, TorchPin
+from hyperframe.images.matrix import (
+    BaseImage,
+    DebootstrapBase,
+    ImageUser,
+    Matrix,
+    OperatorPin,
+    Profile,
+    TorchPin,
+)
 
 __all__ = ["MatrixError", "parse_matrix"]
 
@@ -114,6 +122,30 @@ def _base_image(path: str, data: object, problems: list[str]) -> BaseImage | Non
     return BaseImage(image=image, digest=digest, source=source)
 
 
+DEBIAN_SUITES = ("bookworm", "trixie")
+DEBOOTSTRAP_VARIANTS = ("minbase", "buildd")
+
+
+def _debootstrap_base(path: str, data: object, problems: list[str]) -> DebootstrapBase | None:
+    before = len(problems)
+    f = _Fields(path, data, problems, ("suite", "variant", "include", "mirror"))
+    suite = f.text("suite", hint=f"one of {', '.join(DEBIAN_SUITES)}")
+    if suite is not None and suite not in DEBIAN_SUITES:
+        f.fail("suite", f"{suite!r} is not supported; use one of {', '.join(DEBIAN_SUITES)}")
+    variant = f.text("variant", hint=f"one of {', '.join(DEBOOTSTRAP_VARIANTS)}")
+    if variant is not None and variant not in DEBOOTSTRAP_VARIANTS:
+        f.fail("variant", f"{variant!r} is not supported; use one of {', '.join(DEBOOTSTRAP_VARIANTS)}")
+    include = _package_list(f, "include")
+    mirror = f.text(
+        "mirror",
+        pattern=re.compile(r"^https?://\S+$"),
+        hint="write the archive URL apt uses on the build machine, e.g. http://deb.debian.org/debian",
+    )
+    if len(problems) > before or suite is None or variant is None or include is None or mirror is None:
+        return None
+    return DebootstrapBase(suite=suite, variant=variant, include=include, mirror=mirror)
+
+
 def _torch(path: str, data: object, problems: list[str]) -> TorchPin | None:
     before = len(problems)
     f = _Fields(path, data, problems, ("version", "variant", "cuda", "index_url", "nccl", "nccl_source"))
@@ -178,9 +210,21 @@ def _package_list(f: _Fields, key: str) -> tuple[str, ...] | None:
     return tuple(raw)
 
 
-def _check_cuda(f: _Fields, os_name: str, cuda: str | None, base: BaseImage, torch: TorchPin) -> bool:
+def _check_cuda(
+    f: _Fields, os_name: str, cuda: str | None, base: BaseImage | DebootstrapBase, torch: TorchPin
+) -> bool:
     """The cross-field rules between the base image, its CUDA and torch's CUDA."""
     ok = True
+    if isinstance(base, DebootstrapBase):
+        # A bare Debian root filesystem: no CUDA of its own, so torch's wheels (which bring their
+        # CUDA libraries) run on the CPU here; such a profile is for the development cluster.
+        if cuda is not None:
+            f.fail("cuda", "must be absent for a debootstrap base (it ships no CUDA); drop it")
+            ok = False
+        if os_name != "debian12":
+            f.fail("os", f"a debootstrap base is Debian; write debian12, not {os_name!r}")
+            ok = False
+        return ok
     repo, _, tag = base.image.partition(":")
     if torch.cuda is None:
         if cuda is not None:
@@ -242,17 +286,40 @@ def _profile(name: object, data: object, problems: list[str]) -> Profile | None:
         path,
         data,
         problems,
-        ("description", "default", "os", "cuda", "python", "base", "os_packages", "rdma_packages", "torch"),
+        (
+            "description",
+            "default",
+            "release",
+            "os",
+            "cuda",
+            "python",
+            "base",
+            "os_packages",
+            "rdma_packages",
+            "torch",
+        ),
     )
     description = f.text("description", hint="say who the profile is for")
     default = f.flag("default")
+    release = f.flag("release") if f.has("release") else True
     os_name = f.text("os", hint=f"one of {', '.join(SUPPORTED_OS)}")
     if os_name is not None and os_name not in SUPPORTED_OS:
         f.fail("os", f"{os_name!r} is not supported; use one of {', '.join(SUPPORTED_OS)}")
     cuda = f.optional_text("cuda", pattern=SEMVER3_RE, hint="write the base image CUDA version, e.g. 13.0.3")
     python = f.text("python", pattern=MAJOR_MINOR_RE, hint='write major.minor in quotes, e.g. "3.12"')
-    base = torch = None
-    if "base" in f.data:
+    base: BaseImage | DebootstrapBase | None = None
+    torch = None
+    raw_base = f.data.get("base")
+    if isinstance(raw_base, Mapping) and "debootstrap" in raw_base:
+        if len(raw_base) != 1:
+            f.fail("base", "a debootstrap base has only the debootstrap: mapping (no image or digest)")
+        base = _debootstrap_base(f"{path}.base.debootstrap", raw_base["debootstrap"], problems)
+        if base is not None and release:
+            f.fail(
+                "release",
+                "must be false for a debootstrap base: such an image is built for the local cluster only",
+            )
+    elif "base" in f.data:
         base = _base_image(f"{path}.base", f.data["base"], problems)
     else:
         f.fail("base", "is required: the upstream image and its digest")
@@ -281,6 +348,7 @@ def _profile(name: object, data: object, problems: list[str]) -> Profile | None:
         os_packages=os_packages,
         rdma_packages=rdma_packages,
         torch=torch,
+        release=release,
     )
 
 
@@ -313,6 +381,9 @@ def parse_matrix(data: object, *, version: str) -> Matrix:
         if profile is not None:
             profiles.append(profile)
 
+    for p in profiles:
+        if p.default and not p.release:
+            problems.append(f"profiles.{p.name}.default: a profile with release: false cannot be the default")
     defaults = [p.name for p in profiles if p.default]
     if len(profiles) == len(raw_profiles) and len(defaults) != 1:
         top.fail(
