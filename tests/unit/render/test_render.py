@@ -235,7 +235,13 @@ def test_security_context_non_root_without_rdma() -> None:
 
 def test_rdma_adds_devices_and_only_ipc_lock() -> None:
     spec = render_pod(*pair("gpu-rdma.yaml"), 0)["spec"]
-    assert "runAsNonRoot" not in spec["securityContext"]
+    # Root set explicitly: the images' USER is 10001, and a non-root process never gets IPC_LOCK.
+    assert spec["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": False,
+        "runAsUser": 0,
+        "runAsGroup": 0,
+    }
     for c in containers({"spec": spec}):
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
         assert c["resources"]["limits"] == {"nvidia.com/gpu": "8", "rdma/ib": "1"}

@@ -158,7 +158,11 @@ def _security(pod: PodSettings) -> tuple[dict[str, Any], dict[str, Any]]:
     pod_ctx: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
     container: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     if pod.rdma.enabled:
+        # The images' USER is uid 10001, and the kernel gives a non-root process no added
+        # capability (no ambient set), so IPC_LOCK would be in the container's bounding set but
+        # never in the process's effective set. Root is set explicitly, not left to the image.
         container["capabilities"]["add"] = ["IPC_LOCK"]
+        pod_ctx.update({"runAsNonRoot": False, "runAsUser": 0, "runAsGroup": 0})
     else:
         uid = pod.run_as_user
         pod_ctx.update({"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid})
