@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 RUNTIME_NAME = "it-gpu"
 
 TEST_SETTINGS: Mapping[str, str] = {
-    "HYPERFRAME_PEERING_NAME": "",  # one replica per test module: standalone
+    "HYPERFRAME_LEASE_NAME": "",  # one replica per test module: no leader election
     "HYPERFRAME_RESTART_BACKOFF_SECONDS": "0.5",
     "HYPERFRAME_RESTART_BACKOFF_MAX_SECONDS": "2",
     "HYPERFRAME_NODE_NOT_READY_GRACE_SECONDS": "1",
@@ -42,9 +42,10 @@ TEST_SETTINGS: Mapping[str, str] = {
 class OperatorProcess:
     """The operator as a subprocess with its own ports and log file."""
 
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+    def __init__(self, kubeconfig: Path, log_path: Path, settings: Mapping[str, str] | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
+        self.settings = dict(settings or {})
         liveness, metrics, status = free_ports(3)
         self.liveness_port, self.metrics_port, self.status_port = liveness, metrics, status
         self.status_base = f"http://127.0.0.1:{status}"
@@ -53,6 +54,7 @@ class OperatorProcess:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HYPERFRAME_")}
         env.update(TEST_SETTINGS)
+        env.update(self.settings)
         env.update(
             KUBECONFIG=str(self.kubeconfig),
             HYPERFRAME_LIVENESS_PORT=str(self.liveness_port),

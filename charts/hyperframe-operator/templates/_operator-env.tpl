@@ -4,8 +4,8 @@ hyperframe.controller.config.OperatorConfig reads at start-up (it rejects unknow
 names and names the variable in any error). This file is the one place that maps chart values
 to them; a unit test parses the rendered variables with OperatorConfig itself.
 */}}
-{{- define "hyperframe-operator.peeringName" -}}
-{{- .Values.operator.peering.name | default (include "hyperframe-operator.fullname" .) }}
+{{- define "hyperframe-operator.leaseName" -}}
+{{- .Values.operator.leaderElection.leaseName | default (include "hyperframe-operator.fullname" .) }}
 {{- end }}
 
 {{- define "hyperframe-operator.statusEndpointURL" -}}
@@ -25,8 +25,11 @@ to them; a unit test parses the rendered variables with OperatorConfig itself.
   value: {{ .Values.operator.burst | quote }}
 - name: HYPERFRAME_WORKERS
   value: {{ .Values.operator.workers | quote }}
-- name: HYPERFRAME_PEERING_NAME
-  value: {{ if .Values.operator.peering.enabled }}{{ include "hyperframe-operator.peeringName" . | quote }}{{ else }}""{{ end }}
+# The replicas elect their one active replica with this Lease in the release's namespace.
+- name: HYPERFRAME_LEASE_NAME
+  value: {{ if .Values.operator.leaderElection.enabled }}{{ include "hyperframe-operator.leaseName" . | quote }}{{ else }}""{{ end }}
+- name: HYPERFRAME_LEASE_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
 - name: HYPERFRAME_LIVENESS_PORT
   value: {{ .Values.ports.health | quote }}
 - name: HYPERFRAME_METRICS_PORT
@@ -37,9 +40,4 @@ to them; a unit test parses the rendered variables with OperatorConfig itself.
 # Without the Service the pods get no URL and progress reporting is off.
 - name: HYPERFRAME_STATUS_ENDPOINT_URL
   value: {{ if .Values.service.enabled }}{{ include "hyperframe-operator.statusEndpointURL" . | quote }}{{ else }}""{{ end }}
-# kopf names this replica in the peering object after POD_ID.
-- name: POD_ID
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.name
 {{- end }}

@@ -22,7 +22,7 @@ from hyperframe.constants import GROUP, JOB_PLURAL, RUNTIME_PLURAL, VERSION
 from .metrics import Metrics
 from .ratelimit import TokenBucket
 
-__all__ = ["ApiError", "Conflict", "KubeApi", "load_api_client"]
+__all__ = ["USER_AGENT_PREFIX", "ApiError", "Conflict", "KubeApi", "load_api_client"]
 
 log = logging.getLogger("hyperframe.controller.kube")
 
@@ -31,7 +31,10 @@ _JSON = "application/json"
 # queue instead of holding a thread forever.
 _REQUEST_TIMEOUT = (10.0, 60.0)
 _MERGE_PATCH = "application/merge-patch+json"
+# managedFields name the writer by the user agent up to its first "/".
+USER_AGENT_PREFIX = "hyperframe-operator-"
 _JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{JOB_PLURAL}"
+_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 
 
 class ApiError(Exception):
@@ -46,15 +49,21 @@ class Conflict(ApiError):
     """The object changed since it was read (HTTP 409 on a write with a resourceVersion)."""
 
 
-def load_api_client(pool_size: int) -> Any:
-    """In-cluster credentials when running in a pod, else the kubeconfig (``KUBECONFIG``)."""
+def load_api_client(pool_size: int, *, identity: str) -> Any:
+    """In-cluster credentials when running in a pod, else the kubeconfig (``KUBECONFIG``).
+
+    The user agent names the replica, so the API server's managedFields (and audit log) say which
+    replica wrote an object.
+    """
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = pool_size
-    return client.ApiClient(configuration)
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = f"{USER_AGENT_PREFIX}{identity}/operator"
+    return api_client
 
 
 class KubeApi:
@@ -157,6 +166,21 @@ class KubeApi:
     async def get_runtime(self, name: str) -> dict[str, Any] | None:
         path = f"/apis/{GROUP}/{VERSION}/{RUNTIME_PLURAL}/{name}"
         return await self._request("get", RUNTIME_PLURAL, "GET", path, tolerate=(404,))
+
+    # -- the leader-election Lease ------------------------------------------------------------
+
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"{_LEASES.format(ns=namespace)}/{name}"
+        return await self._request("get", "leases", "GET", path, tolerate=(404,))
+
+    async def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        path = _LEASES.format(ns=namespace)
+        return await self._request("create", "leases", "POST", path, body=dict(body)) or {}
+
+    async def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT with the body's resourceVersion: fails with :class:`Conflict` if another replica wrote first."""
+        path = f"{_LEASES.format(ns=namespace)}/{name}"
+        return await self._request("update", "leases", "PUT", path, body=dict(body)) or {}
 
     # -- objects of a job -------------------------------------------------------------------
 
