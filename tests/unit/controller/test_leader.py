@@ -15,7 +15,9 @@ from hyperframe.controller.leader import Action, LeaderElector, LeaseRecord, dec
 
 
 def record(holder: str, lease_seconds: int = 15) -> LeaseRecord:
-    return LeaseRecord(holder=holder, lease_seconds=lease_seconds, renew_time="t", transitions=0, resource_version="1")
+    return LeaseRecord(
+        holder=holder, lease_seconds=lease_seconds, renew_time="t", transitions=0, resource_version="1"
+    )
 
 
 def test_decide_covers_every_case() -> None:
@@ -73,9 +75,10 @@ def elector(store: LeaseStore, identity: str) -> LeaderElector:
         namespace="ns",
         name="op",
         identity=identity,
-        lease_seconds=1,
-        renew_deadline_seconds=0.5,
-        retry_seconds=0.05,
+        # Generous for a loaded test machine: a standby takes over only after 3 s of silence.
+        lease_seconds=3,
+        renew_deadline_seconds=2,
+        retry_seconds=0.1,
     )
 
 

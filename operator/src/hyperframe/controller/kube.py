@@ -38,11 +38,29 @@ _LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 
 
 class ApiError(Exception):
-    """A non-2xx answer of the API server."""
+    """A non-2xx answer of the API server; ``message`` and ``causes`` come from its Status body."""
 
     def __init__(self, status: int, reason: str, body: str) -> None:
-        super().__init__(f"HTTP {status} {reason}: {body[:500]}")
         self.status = status
+        self.message, self.causes = _parse_status(body, fallback=f"HTTP {status} {reason}")
+        super().__init__(f"HTTP {status} {reason}: {self.message}")
+
+
+def _parse_status(body: str, *, fallback: str) -> tuple[str, list[tuple[str, str]]]:
+    """(message, [(field, message)]) of a metav1.Status body, each on one line."""
+    try:
+        status = json.loads(body) if body else {}
+    except ValueError:
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    message = " ".join(str(status.get("message") or body.strip()[:300] or fallback).split())
+    causes = [
+        (str(c.get("field") or ""), " ".join(str(c.get("message") or "").split()))
+        for c in (status.get("details") or {}).get("causes") or ()
+        if isinstance(c, dict)
+    ]
+    return message, causes
 
 
 class Conflict(ApiError):
@@ -184,8 +202,11 @@ class KubeApi:
 
     # -- objects of a job -------------------------------------------------------------------
 
-    async def create(self, namespace: str, body: Mapping[str, Any]) -> bool:
-        """Create a rendered object if absent; False when it already existed."""
+    async def create(self, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False) -> bool:
+        """Create a rendered object if absent; False when it already existed.
+
+        ``dry_run`` asks the API server to validate and admit it without storing anything.
+        """
         kind = str(body.get("kind"))
         api_version = str(body.get("apiVersion"))
         resource = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps"}.get(
@@ -194,7 +215,15 @@ class KubeApi:
         prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         path = f"{prefix}/namespaces/{namespace}/{resource}"
         return (
-            await self._request("create", resource, "POST", path, body=dict(body), tolerate=(409,))
+            await self._request(
+                "create",
+                resource,
+                "POST",
+                path,
+                query=[("dryRun", "All")] if dry_run else None,
+                body=dict(body),
+                tolerate=(409,),
+            )
             is not None
         )
 

@@ -39,7 +39,7 @@ from hyperframe.constants import (
 from hyperframe.render.engine import render_template
 from hyperframe.render.prepare import Prepared
 
-__all__ = ["LAUNCH_COMMAND", "SMOKE_COMMAND", "pod_object", "rendezvous_env"]
+__all__ = ["LAUNCH_COMMAND", "SMOKE_COMMAND", "builtin_volumes_and_mounts", "pod_object", "rendezvous_env"]
 
 SMOKE_COMMAND: Final = ["hyperframe-smoke"]
 LAUNCH_COMMAND: Final = ["hyperframe-launch"]
@@ -169,7 +169,10 @@ def _security(pod: PodSettings) -> tuple[dict[str, Any], dict[str, Any]]:
     return pod_ctx, container
 
 
-def _volumes_and_mounts(p: Prepared, pod: PodSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def builtin_volumes_and_mounts(
+    p: Prepared, pod: PodSettings
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The volumes and mounts HyperFrame adds before the job's own (shm, config, status token)."""
     volumes: list[dict[str, Any]] = [
         {"name": VOLUME_SHM, "emptyDir": {"medium": "Memory", "sizeLimit": pod.shm_size}},
         {"name": VOLUME_CONFIG, "configMap": {"name": configmap_name(p.name)}},
@@ -188,6 +191,11 @@ def _volumes_and_mounts(p: Prepared, pod: PodSettings) -> tuple[list[dict[str, A
             {"name": VOLUME_STATUS_TOKEN, "projected": {"sources": [{"serviceAccountToken": token}]}}
         )
         mounts.append({"name": VOLUME_STATUS_TOKEN, "mountPath": STATUS_TOKEN_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def _volumes_and_mounts(p: Prepared, pod: PodSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes, mounts = builtin_volumes_and_mounts(p, pod)
     spec = p.job.spec
     volumes.extend(dict(v) for v in spec.volumes)
     mounts.extend(dump(m) for m in spec.volume_mounts)
