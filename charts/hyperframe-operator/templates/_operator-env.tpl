@@ -9,8 +9,14 @@ to them; a unit test parses the rendered variables with OperatorConfig itself.
 {{- end }}
 
 {{- define "hyperframe-operator.statusEndpointURL" -}}
-{{- printf "http://%s.%s.svc:%v" (include "hyperframe-operator.fullname" .) .Release.Namespace .Values.ports.status }}
+{{- printf "%s://%s.%s.svc:%v" (ternary "https" "http" .Values.statusTLS.enabled) (include "hyperframe-operator.fullname" .) .Release.Namespace .Values.ports.status }}
 {{- end }}
+
+{{- define "hyperframe-operator.statusTLSSecret" -}}
+{{- .Values.statusTLS.existingSecret | default (printf "%s-status-tls" (include "hyperframe-operator.fullname" .)) }}
+{{- end }}
+
+{{- define "hyperframe-operator.statusTLSDir" -}}/etc/hyperframe-operator/status-tls{{- end }}
 
 {{- define "hyperframe-operator.env" -}}
 - name: HYPERFRAME_NAMESPACES
@@ -40,4 +46,14 @@ to them; a unit test parses the rendered variables with OperatorConfig itself.
 # Without the Service the pods get no URL and progress reporting is off.
 - name: HYPERFRAME_STATUS_ENDPOINT_URL
   value: {{ if .Values.service.enabled }}{{ include "hyperframe-operator.statusEndpointURL" . | quote }}{{ else }}""{{ end }}
+{{- if .Values.statusTLS.enabled }}
+{{- $dir := include "hyperframe-operator.statusTLSDir" . }}
+# The serving certificate of the progress endpoint, mounted from the status TLS Secret.
+- name: HYPERFRAME_STATUS_TLS_CERT_FILE
+  value: {{ printf "%s/tls.crt" $dir | quote }}
+- name: HYPERFRAME_STATUS_TLS_KEY_FILE
+  value: {{ printf "%s/tls.key" $dir | quote }}
+- name: HYPERFRAME_STATUS_TLS_CA_FILE
+  value: {{ printf "%s/ca.crt" $dir | quote }}
+{{- end }}
 {{- end }}

@@ -155,7 +155,13 @@ def test_rendered_env_is_a_valid_operator_config(render: Render) -> None:
     config = OperatorConfig.from_env(operator_env(render(namespace="hf-ns")))
     assert config.namespaces == ()
     assert (config.lease_name, config.lease_namespace) == ("hf-hyperframe-operator", "hf-ns")
-    assert config.status_endpoint_url == "http://hf-hyperframe-operator.hf-ns.svc:8081"
+    assert config.status_endpoint_url == "https://hf-hyperframe-operator.hf-ns.svc:8081"
+    tls_dir = "/etc/hyperframe-operator/status-tls"
+    assert (config.status_tls_cert_file, config.status_tls_key_file, config.status_tls_ca_file) == (
+        f"{tls_dir}/tls.crt",
+        f"{tls_dir}/tls.key",
+        f"{tls_dir}/ca.crt",
+    )
     assert (config.liveness_port, config.metrics_port, config.status_port) == (8080, 9090, 8081)
 
     config = OperatorConfig.from_env(
@@ -179,6 +185,23 @@ def test_rendered_env_is_a_valid_operator_config(render: Render) -> None:
     assert (config.api_qps, config.api_burst, config.workers, config.log_level) == (7.0, 9, 3, "DEBUG")
     assert config.lease_name == ""
     assert config.status_endpoint_url == ""
+
+
+def test_progress_is_served_with_the_charts_certificate_or_a_given_secret(render: Render) -> None:
+    objects = render(namespace="hf-ns")
+    secret = one(objects, "Secret")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "status-tls", "secret": {"secretName": secret["metadata"]["name"]}} in pod["volumes"]
+    given = render({"statusTLS": {"existingSecret": "from-cert-manager"}})
+    assert by_kind(given, "Secret") == []
+    volumes = one(given, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "status-tls", "secret": {"secretName": "from-cert-manager"}} in volumes
+    plain = render({"statusTLS": {"enabled": False}})
+    assert by_kind(plain, "Secret") == []
+    config = OperatorConfig.from_env(operator_env(plain))
+    assert config.status_endpoint_url.startswith("http://") and not config.status_tls_cert_file
 
 
 def test_operator_pod_is_locked_down(render: Render) -> None:

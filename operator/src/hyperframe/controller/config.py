@@ -53,8 +53,15 @@ class OperatorConfig:
     status_port: int = 8081
     """Port of the progress endpoint the training pods post to; 0 disables progress reporting."""
     status_endpoint_url: str = ""
-    """Base URL the pods use to reach the progress endpoint (``http://<service>.<ns>.svc:8081``).
+    """Base URL the pods use to reach the progress endpoint (``https://<service>.<ns>.svc:8081``).
     Empty disables progress reporting: pods get no status URL."""
+    status_tls_cert_file: str = ""
+    """PEM serving certificate (chain) of the progress endpoint; empty serves plain HTTP."""
+    status_tls_key_file: str = ""
+    """PEM private key of that certificate."""
+    status_tls_ca_file: str = ""
+    """PEM CA that signed the serving certificate; each job's ConfigMap carries it to the pods,
+    which trust only it for the progress endpoint."""
     restart_backoff_seconds: float = 10.0
     """Wait before the first gang restart; doubled for each further restart."""
     restart_backoff_max_seconds: float = 300.0
@@ -107,6 +114,19 @@ class OperatorConfig:
         if self.status_endpoint_url and not self.status_endpoint_url.startswith(("http://", "https://")):
             raise ConfigError(
                 f"{_var('status_endpoint_url')}: {self.status_endpoint_url!r} must start with http:// or https://"
+            )
+        if bool(self.status_tls_cert_file) != bool(self.status_tls_key_file):
+            raise ConfigError(
+                f"{_var('status_tls_cert_file')} and {_var('status_tls_key_file')}: set both (HTTPS) or neither"
+            )
+        if self.status_tls_cert_file and not self.status_tls_ca_file:
+            raise ConfigError(
+                f"{_var('status_tls_ca_file')}: required with a serving certificate, the pods need it"
+            )
+        if self.status_tls_cert_file and self.status_endpoint_url.startswith("http://"):
+            raise ConfigError(
+                f"{_var('status_endpoint_url')}: {self.status_endpoint_url!r} is plain HTTP but the endpoint "
+                "serves HTTPS; use https://"
             )
         if self.log_format not in ("json", "text"):
             raise ConfigError(f"{_var('log_format')}: {self.log_format!r}; use json or text")

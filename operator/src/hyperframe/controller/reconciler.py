@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from hyperframe.api.errors import SpecError
@@ -92,6 +93,9 @@ class Reconciler:
         )
         self._runtimes: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._render_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="render")
+        self._status_ca = (
+            Path(config.status_tls_ca_file).read_text(encoding="utf-8") if config.status_tls_ca_file else None
+        )
 
     async def __call__(self, key: JobKey) -> float | None:
         started = time.perf_counter()
@@ -169,6 +173,7 @@ class Reconciler:
             gang_generation=plan.status.gang_generation,
             excluded_nodes=plan.status.excluded_nodes,
             status_url=status_url,
+            status_ca=self._status_ca,
         )
 
     async def _dry_run(self, namespace: str, objects: list[dict[str, Any]]) -> tuple[ApiError, str] | None:
