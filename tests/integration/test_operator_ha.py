@@ -55,9 +55,12 @@ def _writes(op: OperatorProcess) -> dict[str, float]:
     """The replica's own count of API writes by verb/resource (hyperframe_api_requests_total)."""
     out: dict[str, float] = {}
     for line in op.metrics().splitlines():
-        match = re.match(r'hyperframe_api_requests_total\{resource="([^"]+)",verb="([^"]+)"\} (\S+)', line)
-        if match and match.group(2) in WRITE_VERBS and float(match.group(3)) > 0:
-            out[f"{match.group(2)} {match.group(1)}"] = float(match.group(3))
+        match = re.match(r"hyperframe_api_requests_total\{([^}]*)\} (\S+)", line)
+        if not match:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1)))
+        if labels["verb"] in WRITE_VERBS and float(match.group(2)) > 0:
+            out[f"{labels['verb']} {labels['resource']}"] = float(match.group(2))
     return out
 
 
