@@ -19,7 +19,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -145,29 +145,42 @@ class LeaderElector:
         self._seen_at = time.monotonic()
         self._acquired: LeaseRecord | None = None
 
-    async def run(self, on_leading: Callable[[], Awaitable[None]]) -> None:
-        """Return only when leadership is lost (the caller then stops acting)."""
+    async def run(self, on_leading: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Return only when leadership is lost (the caller then stops acting).
+
+        ``on_leading`` runs beside the renewals, so a slow start (listing a big cluster) cannot
+        let the Lease expire under it; an exception it raises is raised here.
+        """
         while not await self._try_acquire_or_renew():
             await asyncio.sleep(self._retry)
         log.info("became the leader (Lease %s/%s, identity %s)", self._namespace, self._name, self.identity)
-        await on_leading()
+        starting = asyncio.create_task(on_leading(), name="become-leader")
         last_renew = time.monotonic()
-        while True:
-            await asyncio.sleep(self._retry)
-            try:
-                renewed = await asyncio.wait_for(self._try_acquire_or_renew(), timeout=self._renew_deadline)
-            except TimeoutError:
-                renewed = False
-            if renewed:
-                last_renew = time.monotonic()
-            elif time.monotonic() - last_renew >= self._renew_deadline:
-                log.error(
-                    "lost the Lease %s/%s: not renewed for %.0f s",
-                    self._namespace,
-                    self._name,
-                    self._renew_deadline,
-                )
-                return
+        try:
+            while True:
+                await asyncio.sleep(self._retry)
+                if starting.done():
+                    starting.result()  # raises what the start raised
+                try:
+                    renewed = await asyncio.wait_for(
+                        self._try_acquire_or_renew(), timeout=self._renew_deadline
+                    )
+                except TimeoutError:
+                    renewed = False
+                if renewed:
+                    last_renew = time.monotonic()
+                elif time.monotonic() - last_renew >= self._renew_deadline:
+                    log.error(
+                        "lost the Lease %s/%s: not renewed for %.0f s",
+                        self._namespace,
+                        self._name,
+                        self._renew_deadline,
+                    )
+                    return
+        finally:
+            if not starting.done():
+                starting.cancel()
+                await asyncio.gather(starting, return_exceptions=True)
 
     async def _try_acquire_or_renew(self) -> bool:
         try:
