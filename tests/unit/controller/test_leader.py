@@ -154,3 +154,31 @@ def test_lease_timings_must_keep_two_leaders_apart() -> None:
     with pytest.raises(ConfigError, match="HYPERFRAME_LEASE_RETRY_SECONDS"):
         OperatorConfig(lease_renew_deadline_seconds=20)
     OperatorConfig(lease_duration_seconds=6, lease_renew_deadline_seconds=4, lease_retry_seconds=1)
+
+
+def test_a_slow_start_keeps_renewing_and_a_failed_start_is_raised() -> None:
+    async def scenario() -> None:
+        store = LeaseStore()
+        started = asyncio.Event()
+
+        async def slow_start() -> None:
+            started.set()
+            await asyncio.sleep(3600)  # listing a huge cluster
+
+        task = asyncio.create_task(elector(store, "a").run(slow_start))
+        await started.wait()
+        standby = asyncio.create_task(elector(store, "b").run(slow_start))
+        while store.version < 40:  # well past the 3 s lease: renewals went on during the start
+            await asyncio.sleep(0.05)
+        assert set(store.writers) == {"a"}
+        for t in (task, standby):
+            t.cancel()
+        await asyncio.gather(task, standby, return_exceptions=True)
+
+        async def failing_start() -> None:
+            raise OSError("port 8081 in use")
+
+        with pytest.raises(OSError, match="8081"):
+            await elector(LeaseStore(), "c").run(failing_start)
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=60))
