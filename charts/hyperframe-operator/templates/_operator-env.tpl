@@ -13,7 +13,7 @@ to them; a unit test parses the rendered variables with OperatorConfig itself.
 {{- end }}
 
 {{- define "hyperframe-operator.statusTLSSecret" -}}
-{{- .Values.statusTLS.existingSecret | default (printf "%s-status-tls" (include "hyperframe-operator.fullname" .)) }}
+{{- .Values.statusTLS.existingSecret | default (printf "%s-status-tls" (include "hyperframe-operator.fullname" . | trunc 52 | trimSuffix "-")) }}
 {{- end }}
 
 {{- define "hyperframe-operator.statusTLSDir" -}}/etc/hyperframe-operator/status-tls{{- end }}
