@@ -27,8 +27,9 @@ from operator_harness import OperatorProcess, generation_of, gpu_job, install_ap
 pytestmark = pytest.mark.cluster
 
 JOBS = 100
-LEASE_SECONDS = 4.0
-RETRY_SECONDS = 0.5
+LEASE_SECONDS = 8.0
+RENEW_DEADLINE_SECONDS = 6.0
+RETRY_SECONDS = 1.0
 # The stated bound (docs/operator.md): the Lease's duration plus one retry period of the
 # standby; the slack covers process scheduling on the shared 2-core test machine.
 TAKEOVER_BOUND_S = LEASE_SECONDS + RETRY_SECONDS + 3.0
@@ -40,7 +41,7 @@ def _settings(lease: str, namespace: str) -> dict[str, str]:
         "HYPERFRAME_LEASE_NAME": lease,
         "HYPERFRAME_LEASE_NAMESPACE": namespace,
         "HYPERFRAME_LEASE_DURATION_SECONDS": str(LEASE_SECONDS),
-        "HYPERFRAME_LEASE_RENEW_DEADLINE_SECONDS": "3",
+        "HYPERFRAME_LEASE_RENEW_DEADLINE_SECONDS": str(RENEW_DEADLINE_SECONDS),
         "HYPERFRAME_LEASE_RETRY_SECONDS": str(RETRY_SECONDS),
     }
 

@@ -44,13 +44,15 @@ class Controller:
         self.queue: WorkQueue[JobKey] | None = None
         self.progress: ProgressServer | None = None
         self._elector: LeaderElector | None = None
+        self._lease_api: KubeApi | None = None
         self._election: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Called from kopf's startup handler, inside the operator's event loop."""
         config = self.config
+        api_client = load_api_client(config.workers + 2, identity=self.identity)
         self.kube = KubeApi(
-            load_api_client(config.workers, identity=self.identity),
+            api_client,
             qps=config.api_qps,
             burst=config.api_burst,
             workers=config.workers,
@@ -61,8 +63,11 @@ class Controller:
         if not config.lease_name:
             await self._activate()  # no election: this is the only replica
             return
+        # The Lease has its own threads and token bucket (client-go gives leader election its own
+        # client too): renewals never queue behind the requests of a big gang.
+        self._lease_api = KubeApi(api_client, qps=5, burst=5, workers=2, metrics=self.metrics)
         self._elector = LeaderElector(
-            self.kube,
+            self._lease_api,
             namespace=config.lease_namespace or own_namespace(),
             name=config.lease_name,
             identity=self.identity,
@@ -132,8 +137,9 @@ class Controller:
         await self._deactivate()
         if leading and self._elector is not None:
             await self._elector.release()  # the standby takes over at once, not after the lease expires
-        if self.kube is not None:
-            self.kube.close()
+        for api in (self.kube, self._lease_api):
+            if api is not None:
+                api.close()
 
     def _on_error(self, key: JobKey, exc: BaseException) -> None:
         self.metrics.reconcile_errors.inc()
