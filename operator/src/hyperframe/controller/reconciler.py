@@ -40,6 +40,7 @@ log = logging.getLogger("hyperframe.controller.reconciler")
 
 _RUNTIME_CACHE_SECONDS = 10.0
 _HOLD_RECHECK_SECONDS = 15.0
+_ADMITTED_MAX = 10_000
 
 
 def facts_of(job: HyperFrameJob, body: Mapping[str, Any]) -> JobFacts:
@@ -93,6 +94,8 @@ class Reconciler:
         )
         self._runtimes: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._render_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="render")
+        # (job uid, spec generation, gang generation) whose dry run passed: an optimisation only.
+        self._admitted: set[tuple[str, int, int]] = set()
         self._status_ca = (
             Path(config.status_tls_ca_file).read_text(encoding="utf-8") if config.status_tls_ca_file else None
         )
@@ -153,13 +156,19 @@ class Reconciler:
                     describe = functools.partial(_mapped_message, body, runtime, ctx)
                 except SpecError as exc:
                     plan = invalid(facts.generation, stored, self._caches.pods_of(key), exc, now)
-        if objects:
-            # The whole gang is validated and admitted by the API server before anything is
-            # created, so a refused gang leaves no Service, ConfigMap or pod behind.
+        # The whole gang is validated and admitted by the API server before anything is created,
+        # so a refused gang leaves no Service, ConfigMap or pod behind. Once per gang generation
+        # and spec: a reconcile that re-creates pods the cache has not seen yet needs none.
+        gang = (str(meta.get("uid", "")), facts.generation, plan.status.gang_generation)
+        if objects and gang not in self._admitted:
             refused = await self._dry_run(key[0], objects)
             if refused is not None:
                 plan = self._rejected(key, facts.generation, stored, describe(*refused))
                 objects = []
+            else:
+                if len(self._admitted) >= _ADMITTED_MAX:
+                    self._admitted.clear()
+                self._admitted.add(gang)
         return await self._apply(key, body, stored, plan, objects, describe)
 
     def _context(self, body: Mapping[str, Any], plan: Plan) -> RenderContext:
