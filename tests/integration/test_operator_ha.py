@@ -153,7 +153,8 @@ def test_standby_takes_over_a_killed_leader_without_losing_or_doubling_work(
     print(f"takeover after the kill: {takeover_s:.2f} s (bound {TAKEOVER_BOUND_S:.1f} s)")
     assert takeover_s <= TAKEOVER_BOUND_S, f"takeover took {takeover_s:.1f} s"
     assert spec["leaseTransitions"] == 1
-    assert _leader_gauge(standby) == 1
+    # The Lease is taken first; the start (listing pods and nodes) follows.
+    wait(standby, lambda: _leader_gauge(standby), lambda v: v == 1, what=f"{standby_id} active")
 
     def state() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         items = kubectl.json("get", "hyperframejobs", "-n", namespace, "-o", "json")["items"]
