@@ -137,7 +137,7 @@ def run_one(
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYPERFRAME_")}
     env.update(
         KUBECONFIG=str(kubeconfig),
-        HYPERFRAME_PEERING_NAME="",
+        HYPERFRAME_LEASE_NAME="",
         HYPERFRAME_LOG_FORMAT="text",
         HYPERFRAME_LOG_LEVEL="WARNING",
         HYPERFRAME_STATUS_PORT="0",

@@ -122,8 +122,8 @@ def _integration_harness() -> ModuleType:
 class HostOperator(_integration_harness().OperatorProcess):  # type: ignore[misc]
     """The integration tests' operator process, but configured exactly as the chart configures it.
 
-    Only the ports (which may be taken on this machine) and the credentials differ from the
-    Deployment's environment: `kubeconfig` holds a token of the chart's ServiceAccount.
+    Only the ports (which may be taken on this machine), the credentials and the TLS files differ
+    from the Deployment's environment: `kubeconfig` holds a token of the chart's ServiceAccount.
     """
 
     def __init__(self, kubeconfig: Path, log_path: Path, chart_env: dict[str, str]) -> None:
@@ -138,7 +138,10 @@ class HostOperator(_integration_harness().OperatorProcess):  # type: ignore[misc
             HYPERFRAME_LIVENESS_PORT=str(self.liveness_port),
             HYPERFRAME_METRICS_PORT=str(self.metrics_port),
             HYPERFRAME_STATUS_PORT=str(self.status_port),
-            POD_ID="host-operator",
+            # The chart's TLS Secret is mounted only in its pod: here, a test CA's files.
+            HYPERFRAME_STATUS_TLS_CERT_FILE=str(self._cert),
+            HYPERFRAME_STATUS_TLS_KEY_FILE=str(self._key),
+            HYPERFRAME_STATUS_TLS_CA_FILE=str(self.status_ca),
             PYTHONUNBUFFERED="1",
         )
         return env

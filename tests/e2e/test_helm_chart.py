@@ -48,7 +48,7 @@ RELEASE = "hyperframe-operator"
 RELEASE_NS = "hyperframe-system"
 API_FILE = CHART / "files" / "api.yaml"
 HYPERFRAME_CRDS: list[str] = yaml.safe_load(API_FILE.read_text())["crds"]
-ALL_CRDS = [*HYPERFRAME_CRDS, "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"]
+ALL_CRDS = list(HYPERFRAME_CRDS)
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +176,6 @@ def check_installed(kube: Kubectl) -> None:
         kube.run("get", kind, RELEASE, "-n", RELEASE_NS)
     for kind in ("clusterrole", "clusterrolebinding"):
         kube.run("get", kind, f"{RELEASE_NS}-{RELEASE}")
-    kube.run("get", "clusterkopfpeering", RELEASE)
     check_runtimes_match_matrix(kube)
 
 
@@ -226,14 +225,18 @@ def test_helm_test_script_fails_naming_each_broken_check(kube: Kubectl, tmp_path
     [
         {},
         {"watchNamespaces": ["ml"], "rbac": {"podGroups": {"enabled": True}}, "replicaCount": 2},
-        {"crds": {"keep": False}, "operator": {"peering": {"enabled": False}}, "service": {"enabled": False}},
+        {
+            "crds": {"keep": False},
+            "operator": {"leaderElection": {"enabled": False}},
+            "service": {"enabled": False},
+        },
     ],
     ids=["defaults", "namespaced-podgroups-ha", "no-keep-standalone"],
 )
 def test_template_passes_a_server_side_dry_run(
     kube: Kubectl, helm: Helm, tmp_path: Path, values: dict[str, Any]
 ) -> None:
-    # The CRDs exist (kept by test 1), so the runtimes and peering objects can be checked too.
+    # The CRDs exist (kept by test 1), so the runtimes can be checked too.
     values_file = tmp_path / "values.yaml"
     values_file.write_text(yaml.safe_dump(values))
     kube.run("create", "namespace", "dry-run", check=False)
@@ -282,7 +285,7 @@ CAN_I: list[tuple[str, str, str | None, bool]] = [
     ("patch", "hyperframejobs.hyperframe.dev --subresource=status", "ml", True),
     ("watch", "hyperframeruntimes.hyperframe.dev", None, True),
     ("create", "tokenreviews.authentication.k8s.io", None, True),
-    ("patch", "kopfpeerings.kopf.dev", "ml", True),
+    ("update", "leases.coordination.k8s.io", RELEASE_NS, True),
     ("list", "nodes", None, True),
     ("get", "secrets", "ml", False),
     ("list", "secrets", RELEASE_NS, False),
@@ -291,7 +294,7 @@ CAN_I: list[tuple[str, str, str | None, bool]] = [
     ("create", "pods", "default", False),
     ("create", "hyperframeruntimes.hyperframe.dev", None, False),
     ("update", "hyperframejobs.hyperframe.dev", "ml", False),
-    ("patch", "clusterkopfpeerings.kopf.dev", None, False),
+    ("update", "leases.coordination.k8s.io", "ml", False),
     ("create", "podgroups.scheduling.volcano.sh", "ml", False),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", None, False),
 ]

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 RUNTIME_NAME = "it-gpu"
 
 TEST_SETTINGS: Mapping[str, str] = {
-    "HYPERFRAME_PEERING_NAME": "",  # one replica per test module: standalone
+    "HYPERFRAME_LEASE_NAME": "",  # one replica per test module: no leader election
     "HYPERFRAME_RESTART_BACKOFF_SECONDS": "0.5",
     "HYPERFRAME_RESTART_BACKOFF_MAX_SECONDS": "2",
     "HYPERFRAME_NODE_NOT_READY_GRACE_SECONDS": "1",
@@ -39,26 +39,58 @@ TEST_SETTINGS: Mapping[str, str] = {
 }
 
 
-class OperatorProcess:
-    """The operator as a subprocess with its own ports and log file."""
+def serving_certificate(directory: Path) -> tuple[Path, Path, Path]:
+    """(CA, certificate, key) for a server on 127.0.0.1, made with openssl like a cluster's PKI."""
+    ca_key, ca, key, cert = (directory / n for n in ("ca.key", "ca.crt", "tls.key", "tls.crt"))
+    if cert.exists():
+        return ca, cert, key
 
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(ca_key))
+    openssl(
+        "req", "-x509", "-new", "-key", str(ca_key), "-subj", "/CN=hyperframe-progress-test-ca", "-days", "2",
+        "-out", str(ca), "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign",
+    )  # fmt: skip
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(key))
+    csr, ext = directory / "tls.csr", directory / "tls.ext"
+    ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    openssl("req", "-new", "-key", str(key), "-subj", "/CN=127.0.0.1", "-out", str(csr))
+    openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+        "-days", "2", "-extfile", str(ext), "-out", str(cert),
+    )  # fmt: skip
+    return ca, cert, key
+
+
+class OperatorProcess:
+    """The operator as a subprocess with its own ports and log file; progress is served over HTTPS
+    with a certificate of a test CA (``status_ca``)."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path, settings: Mapping[str, str] | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
+        self.settings = dict(settings or {})
         liveness, metrics, status = free_ports(3)
         self.liveness_port, self.metrics_port, self.status_port = liveness, metrics, status
-        self.status_base = f"http://127.0.0.1:{status}"
+        self.status_base = f"https://127.0.0.1:{status}"
+        self.status_ca, self._cert, self._key = serving_certificate(log_path.parent)
         self._proc: subprocess.Popen[bytes] | None = None
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("HYPERFRAME_")}
         env.update(TEST_SETTINGS)
+        env.update(self.settings)
         env.update(
             KUBECONFIG=str(self.kubeconfig),
             HYPERFRAME_LIVENESS_PORT=str(self.liveness_port),
             HYPERFRAME_METRICS_PORT=str(self.metrics_port),
             HYPERFRAME_STATUS_PORT=str(self.status_port),
             HYPERFRAME_STATUS_ENDPOINT_URL=self.status_base,
+            HYPERFRAME_STATUS_TLS_CERT_FILE=str(self._cert),
+            HYPERFRAME_STATUS_TLS_KEY_FILE=str(self._key),
+            HYPERFRAME_STATUS_TLS_CA_FILE=str(self.status_ca),
         )
         return env
 

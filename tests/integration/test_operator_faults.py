@@ -240,7 +240,7 @@ def test_bad_objects_never_block_good_jobs(
 def test_two_active_replicas_never_duplicate_pods_or_restarts(
     operator: OperatorProcess, kubectl: Kubectl, kubeconfig: Path, namespace: str, tmp_path: Path
 ) -> None:
-    """Worst case for HA: peering off, both replicas act. State in status + labels keeps them consistent."""
+    """Worst case for HA: leader election off, both replicas act. State in status + labels keeps them consistent."""
     second = OperatorProcess(kubeconfig, tmp_path / "second.log")
     second.start()
     try:

@@ -7,13 +7,22 @@ audience hyperframe.dev/status, bound to the pod object.
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hyperframe.constants import STATUS_TOKEN_AUDIENCE
+from hyperframe.api.names import configmap_name
+from hyperframe.constants import (
+    ENV_STATUS_TOKEN_FILE,
+    ENV_STATUS_URL,
+    STATUS_CA_FILE_NAME,
+    STATUS_TOKEN_AUDIENCE,
+)
 from hyperframe_devcluster.kube import Kubectl
+from hyperframe_runtime.progress import ProgressUpdate, post_update
 from operator_harness import OperatorProcess, gpu_job, operator, rank_pod, status, wait, wait_running_gang
 
 pytestmark = pytest.mark.cluster
@@ -40,13 +49,14 @@ def _token(
     return out.stdout.strip()
 
 
-def _post(url: str, token: str | None, body: dict[str, Any]) -> int:
+def _post(url: str, token: str | None, body: dict[str, Any], ca: Path) -> int:
     headers = {"Content-Type": "application/json"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+    context = ssl.create_default_context(cafile=str(ca))
     try:
-        with urllib.request.urlopen(request, timeout=10) as resp:
+        with urllib.request.urlopen(request, timeout=10, context=context) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
@@ -62,13 +72,16 @@ def test_only_the_jobs_own_pods_may_report_progress(
     url = env["HYPERFRAME_STATUS_URL"]
     assert url == f"{operator.status_base}/v1/namespaces/{namespace}/hyperframejobs/prog/progress"
 
-    assert _post(url, None, UPDATE) == 401
-    assert _post(url, _token(kubectl, namespace, mine, audience="some-other-audience"), UPDATE) == 401
-    assert _post(url, _token(kubectl, namespace, theirs), UPDATE) == 403, "a pod of another job was let in"
-    assert _post(url, _token(kubectl, namespace, mine), {"frame": "three"}) == 400
+    ca = operator.status_ca
+    assert _post(url, None, UPDATE, ca) == 401
+    assert _post(url, _token(kubectl, namespace, mine, audience="some-other-audience"), UPDATE, ca) == 401
+    assert _post(url, _token(kubectl, namespace, theirs), UPDATE, ca) == 403, (
+        "a pod of another job was let in"
+    )
+    assert _post(url, _token(kubectl, namespace, mine), {"frame": "three"}, ca) == 400
     assert status(kubectl, namespace, "prog").get("progress") is None
 
-    assert _post(url, _token(kubectl, namespace, mine), UPDATE) == 202
+    assert _post(url, _token(kubectl, namespace, mine), UPDATE, ca) == 202
     st = wait(
         operator,
         lambda: status(kubectl, namespace, "prog"),
@@ -79,3 +92,33 @@ def test_only_the_jobs_own_pods_may_report_progress(
     assert progress["loss"] == 2.5 and progress["etaSeconds"] == 42.0 and progress["updatedAt"]
     assert st["phase"] == "Running", "a progress write does not disturb the reconcile's status"
     assert "hyperframe_progress_reports_total" in operator.metrics()
+
+
+def test_the_runtime_reports_over_tls_trusting_only_the_ca_in_the_jobs_configmap(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    kubectl.apply([gpu_job("tls", namespace, nodes=1)])
+    pod = rank_pod(wait_running_gang(operator, kubectl, namespace, "tls", nodes=1, generation=0), 0)
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env", [])}
+    assert env[ENV_STATUS_URL].startswith("https://")
+    config_map = kubectl.json("get", "configmap", configmap_name("tls"), "-n", namespace)
+    ca_file = tmp_path / STATUS_CA_FILE_NAME  # what the pod sees next to job.json
+    ca_file.write_text(config_map["data"][STATUS_CA_FILE_NAME])
+    token_file = tmp_path / "token"
+    token_file.write_text(_token(kubectl, namespace, pod))
+    pod_env = {ENV_STATUS_URL: env[ENV_STATUS_URL], ENV_STATUS_TOKEN_FILE: str(token_file)}
+    update = ProgressUpdate(frame=4, totalFrames=9, step=4, loss=1.5, samplesPerSecond=10.0, etaSeconds=5.0)
+
+    # Without the operator's CA (the system store only) the endpoint is not trusted.
+    assert not post_update(update, pod_env, ca_file=tmp_path / "absent.crt")
+    assert post_update(update, pod_env, ca_file=ca_file)
+    st = wait(
+        operator,
+        lambda: status(kubectl, namespace, "tls"),
+        lambda s: (s.get("progress") or {}).get("frame") == 4,
+        what="status.progress written from the runtime's HTTPS post",
+    )
+    assert st["progress"]["loss"] == 1.5
+    # Plain HTTP to the TLS port gets no answer a client could mistake for acceptance.
+    plain = env[ENV_STATUS_URL].replace("https://", "http://", 1)
+    assert not post_update(update, {**pod_env, ENV_STATUS_URL: plain}, ca_file=ca_file)

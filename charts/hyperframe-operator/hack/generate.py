@@ -3,8 +3,7 @@
 The chart never holds a hand-made copy of something another part of the project owns:
 
 * ``templates/crds/*.yaml``      from ``crds/*.yaml`` (generated from the Python API models), wrapped
-  in the ``crds.enabled`` switch and the ``crds.keep`` resource policy; plus kopf's peering CRDs,
-  which kopf documents but does not ship (see :data:`KOPF_PEERING_CRDS`);
+  in the ``crds.enabled`` switch and the ``crds.keep`` resource policy;
 * ``values.schema.json``        its ``runtimes.profiles`` entry, from the HyperFrameRuntime CRD
   (see :mod:`schema_source`; the rest of the schema is hand-written);
 * ``files/api.yaml``            from ``hyperframe.constants`` and the CRD names in ``crds/``;
@@ -40,43 +39,6 @@ import rbac_source  # noqa: E402
 import schema_source  # noqa: E402
 
 GENERATOR: Final = "charts/hyperframe-operator/hack/generate.py"
-
-# kopf's peering CRDs, written out from kopf's documentation (docs/peering.rst and the
-# peering.yaml in kopf's repository): the kopf wheel does not ship them as files. kopf reads and
-# patches only `status` of these objects (one key per live operator), so the schema keeps it
-# open. Both kinds are needed: ClusterKopfPeering when the operator watches the whole cluster,
-# KopfPeering (one per watched namespace) when it watches a list of namespaces.
-KOPF_PEERING_CRDS: Final[tuple[dict[str, Any], ...]] = tuple(
-    {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.kopf.dev"},
-        "spec": {
-            "scope": scope,
-            "group": "kopf.dev",
-            "names": {"kind": kind, "plural": plural, "singular": plural[:-1]},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
-    for kind, plural, scope in (
-        ("ClusterKopfPeering", "clusterkopfpeerings", "Cluster"),
-        ("KopfPeering", "kopfpeerings", "Namespaced"),
-    )
-)
 
 
 def header(source: str) -> str:
@@ -156,13 +118,6 @@ def crd_files() -> dict[str, str]:
     for crd, source in project_crds():
         name = crd["metadata"]["name"]
         files[f"templates/crds/{name}.yaml"] = crd_template(crd, source, ".Values.crds.enabled")
-    for crd in KOPF_PEERING_CRDS:
-        name = crd["metadata"]["name"]
-        files[f"templates/crds/{name}.yaml"] = crd_template(
-            crd,
-            f"KOPF_PEERING_CRDS in {GENERATOR} (kopf does not ship them)",
-            "and .Values.crds.enabled .Values.crds.kopfPeering",
-        )
     return files
 
 

@@ -2,13 +2,13 @@
 
 The operator owns *which* verbs it uses. The chart owns *where* they are granted: a rule on a
 cluster-scoped resource always goes into the ClusterRole; a namespaced rule goes into the
-ClusterRole when the operator watches every namespace, or into one Role per watched namespace.
+ClusterRole when the operator watches every namespace, or into one Role per watched namespace;
+the leader-election Lease lives in the release's own namespace and is granted only there.
 Some rules are only needed in one configuration (the ``when`` tag), so a default install grants
 nothing it does not use:
 
 * ``podGroups``          gang-scheduler PodGroups, only with ``rbac.podGroups.enabled``;
-* ``clusterPeering``     ClusterKopfPeering, only when peering is on and every namespace is watched;
-* ``namespacedPeering``  KopfPeering, only when peering is on and a namespace list is watched;
+* ``leaderElection``     the Lease, only with ``operator.leaderElection.enabled``;
 * ``always``             everything else.
 
 A resource whose scope this module does not know stops the generator: granting it is a decision.
@@ -28,7 +28,6 @@ CLUSTER_SCOPED: Final = frozenset(
         "hyperframeruntimes",
         "customresourcedefinitions",
         "tokenreviews",
-        "clusterkopfpeerings",
     }
 )
 NAMESPACED: Final = frozenset(
@@ -39,9 +38,10 @@ NAMESPACED: Final = frozenset(
         "configmaps",
         "events",
         "podgroups",
-        "kopfpeerings",
     }
 )
+# Granted by a Role in the release's namespace, whatever namespaces are watched.
+OPERATOR_NAMESPACE: Final = frozenset({"leases"})
 POD_GROUP_API_GROUPS: Final = frozenset({"scheduling.volcano.sh", "scheduling.x-k8s.io"})
 
 
@@ -51,8 +51,10 @@ def scope_of(resource: str) -> str:
         return "Cluster"
     if base in NAMESPACED:
         return "Namespaced"
+    if base in OPERATOR_NAMESPACE:
+        return "OperatorNamespace"
     raise SystemExit(
-        f"{SOURCE}: resource {resource!r} has no known scope; add it to CLUSTER_SCOPED or NAMESPACED "
+        f"{SOURCE}: resource {resource!r} has no known scope; add it to CLUSTER_SCOPED, NAMESPACED or OPERATOR_NAMESPACE "
         f"in {__file__} so the chart knows whether to grant it cluster-wide or per namespace"
     )
 
@@ -60,10 +62,8 @@ def scope_of(resource: str) -> str:
 def when_of(api_group: str, resource: str) -> str:
     if api_group in POD_GROUP_API_GROUPS:
         return "podGroups"
-    if resource == "clusterkopfpeerings":
-        return "clusterPeering"
-    if resource == "kopfpeerings":
-        return "namespacedPeering"
+    if resource == "leases":
+        return "leaderElection"
     return "always"
 
 

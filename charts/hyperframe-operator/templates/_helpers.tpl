@@ -38,6 +38,13 @@ part of the name. Truncated to 63 characters like every other name, for the same
 {{- printf "%s-%s" .Release.Namespace (include "hyperframe-operator.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/*
+Names with a fixed suffix keep the suffix whole: the full name is cut so the result fits 63.
+*/}}
+{{- define "hyperframe-operator.leaderElectionName" -}}
+{{- printf "%s-leader-election" (include "hyperframe-operator.fullname" . | trunc 47 | trimSuffix "-") }}
+{{- end }}
+
 {{- define "hyperframe-operator.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}

@@ -4,13 +4,19 @@ hyperframe.controller.config.OperatorConfig reads at start-up (it rejects unknow
 names and names the variable in any error). This file is the one place that maps chart values
 to them; a unit test parses the rendered variables with OperatorConfig itself.
 */}}
-{{- define "hyperframe-operator.peeringName" -}}
-{{- .Values.operator.peering.name | default (include "hyperframe-operator.fullname" .) }}
+{{- define "hyperframe-operator.leaseName" -}}
+{{- .Values.operator.leaderElection.leaseName | default (include "hyperframe-operator.fullname" .) }}
 {{- end }}
 
 {{- define "hyperframe-operator.statusEndpointURL" -}}
-{{- printf "http://%s.%s.svc:%v" (include "hyperframe-operator.fullname" .) .Release.Namespace .Values.ports.status }}
+{{- printf "%s://%s.%s.svc:%v" (ternary "https" "http" .Values.statusTLS.enabled) (include "hyperframe-operator.fullname" .) .Release.Namespace .Values.ports.status }}
 {{- end }}
+
+{{- define "hyperframe-operator.statusTLSSecret" -}}
+{{- .Values.statusTLS.existingSecret | default (printf "%s-status-tls" (include "hyperframe-operator.fullname" . | trunc 52 | trimSuffix "-")) }}
+{{- end }}
+
+{{- define "hyperframe-operator.statusTLSDir" -}}/etc/hyperframe-operator/status-tls{{- end }}
 
 {{- define "hyperframe-operator.env" -}}
 - name: HYPERFRAME_NAMESPACES
@@ -25,8 +31,11 @@ to them; a unit test parses the rendered variables with OperatorConfig itself.
   value: {{ .Values.operator.burst | quote }}
 - name: HYPERFRAME_WORKERS
   value: {{ .Values.operator.workers | quote }}
-- name: HYPERFRAME_PEERING_NAME
-  value: {{ if .Values.operator.peering.enabled }}{{ include "hyperframe-operator.peeringName" . | quote }}{{ else }}""{{ end }}
+# The replicas elect their one active replica with this Lease in the release's namespace.
+- name: HYPERFRAME_LEASE_NAME
+  value: {{ if .Values.operator.leaderElection.enabled }}{{ include "hyperframe-operator.leaseName" . | quote }}{{ else }}""{{ end }}
+- name: HYPERFRAME_LEASE_NAMESPACE
+  value: {{ .Release.Namespace | quote }}
 - name: HYPERFRAME_LIVENESS_PORT
   value: {{ .Values.ports.health | quote }}
 - name: HYPERFRAME_METRICS_PORT
@@ -37,9 +46,14 @@ to them; a unit test parses the rendered variables with OperatorConfig itself.
 # Without the Service the pods get no URL and progress reporting is off.
 - name: HYPERFRAME_STATUS_ENDPOINT_URL
   value: {{ if .Values.service.enabled }}{{ include "hyperframe-operator.statusEndpointURL" . | quote }}{{ else }}""{{ end }}
-# kopf names this replica in the peering object after POD_ID.
-- name: POD_ID
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.name
+{{- if .Values.statusTLS.enabled }}
+{{- $dir := include "hyperframe-operator.statusTLSDir" . }}
+# The serving certificate of the progress endpoint, mounted from the status TLS Secret.
+- name: HYPERFRAME_STATUS_TLS_CERT_FILE
+  value: {{ printf "%s/tls.crt" $dir | quote }}
+- name: HYPERFRAME_STATUS_TLS_KEY_FILE
+  value: {{ printf "%s/tls.key" $dir | quote }}
+- name: HYPERFRAME_STATUS_TLS_CA_FILE
+  value: {{ printf "%s/ca.crt" $dir | quote }}
+{{- end }}
 {{- end }}

@@ -32,6 +32,7 @@ __all__ = [
     "RESERVED_ENV",
     "RUNTIME_KIND",
     "RUNTIME_PLURAL",
+    "STATUS_CA_FILE_NAME",
     "STATUS_TOKEN_AUDIENCE",
     "STATUS_TOKEN_DIR",
     "TERMINATION_MESSAGE_MAX_BYTES",
@@ -86,6 +87,8 @@ TERMINATION_MESSAGE_MAX_BYTES: Final = 4096
 # The resolved job config (ConfigMap) is mounted here in every pod.
 CONFIG_MOUNT_PATH: Final = "/etc/hyperframe"
 CONFIG_FILE_NAME: Final = "job.json"
+# The CA of the operator's progress endpoint, next to job.json in the job's ConfigMap (HTTPS only).
+STATUS_CA_FILE_NAME: Final = "status-ca.crt"
 
 # Progress reporting from the runtime to the operator's status endpoint.
 ENV_STATUS_URL: Final = "HYPERFRAME_STATUS_URL"

@@ -1,10 +1,16 @@
 """Progress reports from the training ranks to the operator.
 
-The trainer calls :func:`report` once per frame on node rank 0 / local rank 0. The update is
-always logged as one line (that is the local-mode and no-operator behaviour). When the pod was
-rendered by the operator, ``HYPERFRAME_STATUS_URL`` names the operator's status endpoint and
+Global rank 0 reports once per frame through a :class:`ProgressReporter`. The update is always
+logged as one line (that is the local-mode and no-operator behaviour). When the pod was rendered
+by the operator, ``HYPERFRAME_STATUS_URL`` names the operator's status endpoint and
 ``HYPERFRAME_STATUS_TOKEN_FILE`` a projected service-account token bound to this pod; the update
-is then POSTed there with that token, so only the job's own pods can report for it.
+is then POSTed there with that token, so only the job's own pods can report for it. An ``https``
+endpoint is trusted only through the CA the operator put into the job's ConfigMap
+(``status-ca.crt`` next to ``job.json``), never the system store.
+
+A frame can take longer than the operator's freshness promise (``status.progress`` at most 30 s
+old), so the reporter re-posts the latest update from a background thread whenever
+:data:`HEARTBEAT_SECONDS` pass without a post, starting before the first frame ends.
 
 Reporting is best effort and bounded: a slow or absent operator never stalls training.
 """
@@ -14,17 +20,27 @@ from __future__ import annotations
 import json
 import logging
 import os
+import ssl
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Final
 
-from hyperframe.constants import ENV_STATUS_TOKEN_FILE, ENV_STATUS_URL
+from hyperframe.constants import CONFIG_MOUNT_PATH, ENV_STATUS_TOKEN_FILE, ENV_STATUS_URL, STATUS_CA_FILE_NAME
 
-__all__ = ["ProgressUpdate", "format_line", "report"]
+__all__ = ["HEARTBEAT_SECONDS", "ProgressReporter", "ProgressUpdate", "format_line", "post_update", "report"]
 
 log = logging.getLogger("hyperframe.progress")
 
 _POST_TIMEOUT_S = 2.0
+HEARTBEAT_SECONDS: Final = 20.0
+"""Longest gap between two posts: below 30 s with room for one post timeout and the operator's
+write coalescing."""
+STATUS_CA_FILE: Final = Path(CONFIG_MOUNT_PATH) / STATUS_CA_FILE_NAME
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,11 +66,20 @@ def format_line(update: ProgressUpdate) -> str:
     )
 
 
-def report(update: ProgressUpdate) -> bool:
-    """Log the update and, when running under the operator, post it. Returns True if posted."""
-    log.info("%s", format_line(update))
-    url = os.environ.get(ENV_STATUS_URL)
-    token_file = os.environ.get(ENV_STATUS_TOKEN_FILE)
+def _tls_context(url: str, ca_file: Path) -> ssl.SSLContext | None:
+    if not url.startswith("https://"):
+        return None
+    if not ca_file.exists():  # an endpoint behind a publicly trusted certificate
+        return ssl.create_default_context()
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
+def post_update(
+    update: ProgressUpdate, env: Mapping[str, str] = os.environ, *, ca_file: Path = STATUS_CA_FILE
+) -> bool:
+    """POST the update to the operator when the pod was given an endpoint; True if accepted."""
+    url = env.get(ENV_STATUS_URL)
+    token_file = env.get(ENV_STATUS_TOKEN_FILE)
     if not url or not token_file:
         return False
     try:
@@ -71,8 +96,62 @@ def report(update: ProgressUpdate) -> bool:
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=_POST_TIMEOUT_S) as resp:
+        context = _tls_context(url, ca_file)
+        with urllib.request.urlopen(request, timeout=_POST_TIMEOUT_S, context=context) as resp:
             return 200 <= int(resp.status) < 300
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+    except (urllib.error.URLError, TimeoutError, OSError, ssl.SSLError) as exc:
         log.warning("progress not posted to %s: %s", url, exc)
         return False
+
+
+def report(update: ProgressUpdate) -> bool:
+    """Log the update and, when running under the operator, post it once. Returns True if posted."""
+    log.info("%s", format_line(update))
+    return post_update(update)
+
+
+class ProgressReporter:
+    """Posts each update at once, and re-posts the latest one whenever ``interval`` passes
+    without a post (a daemon thread; :meth:`close` stops it)."""
+
+    def __init__(
+        self,
+        first: ProgressUpdate,
+        *,
+        post: Callable[[ProgressUpdate], bool] = post_update,
+        interval: float = HEARTBEAT_SECONDS,
+    ) -> None:
+        self._post = post
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._latest = first
+        self._last_post = float("-inf")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+        self._thread.start()
+
+    def report(self, update: ProgressUpdate) -> bool:
+        log.info("%s", format_line(update))
+        with self._lock:
+            self._latest = update
+        return self._send(update)
+
+    def _send(self, update: ProgressUpdate) -> bool:
+        with self._lock:
+            self._last_post = time.monotonic()
+        return self._post(update)
+
+    def _beat(self) -> None:
+        while True:
+            with self._lock:
+                due = self._last_post + self._interval - time.monotonic()
+                latest = self._latest
+            if due <= 0:
+                self._send(latest)
+                continue
+            if self._stop.wait(due):
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=_POST_TIMEOUT_S + 1)

@@ -27,7 +27,9 @@ def test_escape_keeps_template_delimiters_literal() -> None:
 
 def test_unknown_resource_scope_stops_the_generator() -> None:
     rbac_source = load_generator().rbac_source
-    with pytest.raises(SystemExit, match=r"'secrets' has no known scope.*CLUSTER_SCOPED or NAMESPACED"):
+    with pytest.raises(
+        SystemExit, match=r"'secrets' has no known scope.*CLUSTER_SCOPED, NAMESPACED or OPERATOR_NAMESPACE"
+    ):
         rbac_source.scope_of("secrets")
     assert rbac_source.scope_of("pods") == "Namespaced"
     assert rbac_source.scope_of("hyperframejobs/status") == "Namespaced"

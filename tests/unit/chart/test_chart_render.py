@@ -29,7 +29,7 @@ def test_chart_crds_are_the_project_crds(render: Render) -> None:
     assert project, "crds/ is empty"
     for name, crd in project.items():
         assert rendered[name]["spec"] == crd["spec"], f"{name}: chart CRD differs from crds/"
-    assert set(rendered) == set(project) | {"clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev"}
+    assert set(rendered) == set(project)
 
 
 def test_crds_are_kept_on_uninstall_by_default_and_not_when_keep_is_false(render: Render) -> None:
@@ -41,7 +41,6 @@ def test_crds_are_kept_on_uninstall_by_default_and_not_when_keep_is_false(render
 
 def test_crds_enabled_false_renders_no_crd(render: Render) -> None:
     assert crds_of(render({"crds": {"enabled": False}})) == {}
-    assert "kopfpeerings.kopf.dev" not in crds_of(render({"crds": {"kopfPeering": False}}))
 
 
 def test_keep_warning_is_in_values_yaml() -> None:
@@ -78,23 +77,35 @@ def needed(*, exclude: set[str]) -> set[tuple[str, str, str]]:
     }
 
 
+def leader_election_role(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    [role] = [r for r in by_kind(objects, "Role") if r["metadata"]["name"].endswith("-leader-election")]
+    return role
+
+
 def test_cluster_wide_rbac_is_exactly_the_operator_rules(render: Render) -> None:
-    objects = render()
-    assert by_kind(objects, "Role") == []
-    role = one(operator_objects(objects), "ClusterRole")
-    # Default: no PodGroups, and cluster-wide peering only (no namespaced KopfPeering).
-    assert granted([role]) == needed(exclude={*POD_GROUP_API_GROUPS, "kopfpeerings"})
+    objects = operator_objects(render(namespace="hf-ns"))
+    role = one(objects, "ClusterRole")
+    # Default: no PodGroups; the Lease only in the release's namespace, never cluster-wide.
+    assert granted([role]) == needed(exclude={*POD_GROUP_API_GROUPS, "leases"})
+    lease_role = leader_election_role(objects)
+    assert lease_role["metadata"]["namespace"] == "hf-ns"
+    assert granted([lease_role]) == {
+        ("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")
+    }
+    [binding] = by_kind(objects, "RoleBinding")
+    assert binding["metadata"]["namespace"] == "hf-ns"
+    assert binding["roleRef"]["name"] == lease_role["metadata"]["name"]
 
 
-def test_pod_groups_and_peering_switch_their_rules(render: Render) -> None:
+def test_pod_groups_and_leader_election_switch_their_rules(render: Render) -> None:
     def operator_rules(values: dict[str, Any]) -> set[tuple[str, str, str]]:
         objects = render(values)
         return granted([o for o in operator_objects(objects) if o["kind"] in ("ClusterRole", "Role")])
 
     with_pod_groups = operator_rules({"rbac": {"podGroups": {"enabled": True}}})
     assert {(group, "podgroups", "create") for group in POD_GROUP_API_GROUPS} <= with_pod_groups
-    no_peering = operator_rules({"operator": {"peering": {"enabled": False}}})
-    assert not {r for r in no_peering if r[0] == "kopf.dev"}
+    no_election = operator_rules({"operator": {"leaderElection": {"enabled": False}}})
+    assert not {r for r in no_election if r[1] == "leases"}
 
 
 def test_watched_namespaces_get_roles_and_the_cluster_role_keeps_only_cluster_rights(render: Render) -> None:
@@ -107,13 +118,12 @@ def test_watched_namespaces_get_roles_and_the_cluster_role_keeps_only_cluster_ri
         "tokenreviews",
     }
     roles = by_kind(operator_objects(objects), "Role")
-    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    lease_role = leader_election_role(operator_objects(objects))
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["hyperframe-system", "team-a", "team-b"]
     bindings = by_kind(operator_objects(objects), "RoleBinding")
-    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
-    assert granted([cluster_role, *roles]) == needed(exclude={*POD_GROUP_API_GROUPS, "clusterkopfpeerings"})
-    peerings = by_kind(objects, "KopfPeering")
-    assert sorted(p["metadata"]["namespace"] for p in peerings) == ["team-a", "team-b"]
-    assert by_kind(objects, "ClusterKopfPeering") == []
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["hyperframe-system", "team-a", "team-b"]
+    assert granted([cluster_role, *roles]) == needed(exclude={*POD_GROUP_API_GROUPS})
+    assert {r[1] for r in granted([lease_role])} == {"leases"}
 
 
 def test_operator_is_bound_to_its_cluster_role(render: Render) -> None:
@@ -144,8 +154,14 @@ def operator_env(objects: list[dict[str, Any]]) -> dict[str, str]:
 def test_rendered_env_is_a_valid_operator_config(render: Render) -> None:
     config = OperatorConfig.from_env(operator_env(render(namespace="hf-ns")))
     assert config.namespaces == ()
-    assert config.peering_name == "hf-hyperframe-operator"
-    assert config.status_endpoint_url == "http://hf-hyperframe-operator.hf-ns.svc:8081"
+    assert (config.lease_name, config.lease_namespace) == ("hf-hyperframe-operator", "hf-ns")
+    assert config.status_endpoint_url == "https://hf-hyperframe-operator.hf-ns.svc:8081"
+    tls_dir = "/etc/hyperframe-operator/status-tls"
+    assert (config.status_tls_cert_file, config.status_tls_key_file, config.status_tls_ca_file) == (
+        f"{tls_dir}/tls.crt",
+        f"{tls_dir}/tls.key",
+        f"{tls_dir}/ca.crt",
+    )
     assert (config.liveness_port, config.metrics_port, config.status_port) == (8080, 9090, 8081)
 
     config = OperatorConfig.from_env(
@@ -158,7 +174,7 @@ def test_rendered_env_is_a_valid_operator_config(render: Render) -> None:
                         "burst": 9,
                         "workers": 3,
                         "logLevel": "DEBUG",
-                        "peering": {"enabled": False},
+                        "leaderElection": {"enabled": False},
                     },
                     "service": {"enabled": False},
                 }
@@ -167,8 +183,25 @@ def test_rendered_env_is_a_valid_operator_config(render: Render) -> None:
     )
     assert config.namespaces == ("a", "b")
     assert (config.api_qps, config.api_burst, config.workers, config.log_level) == (7.0, 9, 3, "DEBUG")
-    assert config.peering_name == ""
+    assert config.lease_name == ""
     assert config.status_endpoint_url == ""
+
+
+def test_progress_is_served_with_the_charts_certificate_or_a_given_secret(render: Render) -> None:
+    objects = render(namespace="hf-ns")
+    secret = one(objects, "Secret")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert set(secret["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "status-tls", "secret": {"secretName": secret["metadata"]["name"]}} in pod["volumes"]
+    given = render({"statusTLS": {"existingSecret": "from-cert-manager"}})
+    assert by_kind(given, "Secret") == []
+    volumes = one(given, "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "status-tls", "secret": {"secretName": "from-cert-manager"}} in volumes
+    plain = render({"statusTLS": {"enabled": False}})
+    assert by_kind(plain, "Secret") == []
+    config = OperatorConfig.from_env(operator_env(plain))
+    assert config.status_endpoint_url.startswith("http://") and not config.status_tls_cert_file
 
 
 def test_operator_pod_is_locked_down(render: Render) -> None:
@@ -180,8 +213,9 @@ def test_operator_pod_is_locked_down(render: Render) -> None:
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    # Only the replica holding the Lease listens on the status port: it alone is Ready.
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "status"}
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
         "health": 8080,
         "metrics": 9090,
@@ -207,9 +241,11 @@ def test_image_comes_from_the_pin_matrix(render: Render) -> None:
     assert chart["version"] == chart["appVersion"] == matrix.version
 
 
-def test_more_replicas_without_peering_is_refused(render_error: Callable[[dict[str, Any]], str]) -> None:
-    message = render_error({"replicaCount": 2, "operator": {"peering": {"enabled": False}}})
-    assert "replicaCount: 2 replicas need operator.peering.enabled: true" in message
+def test_more_replicas_without_leader_election_is_refused(
+    render_error: Callable[[dict[str, Any]], str],
+) -> None:
+    message = render_error({"replicaCount": 2, "operator": {"leaderElection": {"enabled": False}}})
+    assert "replicaCount: 2 replicas need operator.leaderElection.enabled: true" in message
 
 
 def test_metrics_service_and_optional_service_monitor(

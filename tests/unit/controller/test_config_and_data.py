@@ -44,6 +44,21 @@ def test_config_reads_prefixed_variables_and_converts_types() -> None:
         ({"HYPERFRAME_PROGRESS_FLUSH_SECONDS": "60"}, "at least every 30 s"),
         ({"HYPERFRAME_APIQPS": "5"}, "HYPERFRAME_APIQPS: not an operator setting"),
         ({"HYPERFRAME_STATUS_ENDPOINT_URL": "op:8081"}, "must start with http://"),
+        ({"HYPERFRAME_STATUS_TLS_CERT_FILE": "/tls/crt"}, "HYPERFRAME_STATUS_TLS_KEY_FILE: set both"),
+        (
+            {"HYPERFRAME_STATUS_TLS_CERT_FILE": "/c", "HYPERFRAME_STATUS_TLS_KEY_FILE": "/k"},
+            "HYPERFRAME_STATUS_TLS_CA_FILE: required",
+        ),
+        (
+            {
+                "HYPERFRAME_STATUS_TLS_CERT_FILE": "/c",
+                "HYPERFRAME_STATUS_TLS_KEY_FILE": "/k",
+                "HYPERFRAME_STATUS_TLS_CA_FILE": "/ca",
+                "HYPERFRAME_STATUS_ENDPOINT_URL": "http://op.ns.svc:8081",
+            },
+            "is plain HTTP but the endpoint serves HTTPS",
+        ),
+        ({"HYPERFRAME_LEASE_DURATION_SECONDS": "5"}, "HYPERFRAME_LEASE_RETRY_SECONDS"),
     ],
 )
 def test_config_errors_name_the_variable_and_the_fix(env: dict[str, str], needle: str) -> None:

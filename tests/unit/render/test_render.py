@@ -23,6 +23,7 @@ from hyperframe.constants import (
     LABEL_ROLE,
     MAIN_CONTAINER_NAME,
     RESERVED_ENV,
+    STATUS_CA_FILE_NAME,
     STATUS_TOKEN_AUDIENCE,
     TERMINATION_MESSAGE_PATH,
 )
@@ -96,6 +97,14 @@ def test_configmap_holds_the_resolved_config() -> None:
     cfg = ResolvedJobConfig.from_json(cm["data"][CONFIG_FILE_NAME])
     assert cfg.world_size == 16 and cfg.backend == "nccl"
     assert cfg.smoke.min_bus_bandwidth_gbps == 100
+
+
+def test_configmap_hands_the_progress_ca_to_the_pods_only_with_a_status_url() -> None:
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    url = "https://op.hf.svc:8081/v1/namespaces/default/hyperframejobs/j/progress"
+    cm = render_configmap(*pair(), RenderContext(status_url=url, status_ca=pem))
+    assert cm["data"][STATUS_CA_FILE_NAME] == pem
+    assert STATUS_CA_FILE_NAME not in render_configmap(*pair(), RenderContext(status_ca=pem))["data"]
 
 
 def test_pod_names_are_deterministic_per_generation_and_hostnames_stable() -> None:
@@ -235,7 +244,13 @@ def test_security_context_non_root_without_rdma() -> None:
 
 def test_rdma_adds_devices_and_only_ipc_lock() -> None:
     spec = render_pod(*pair("gpu-rdma.yaml"), 0)["spec"]
-    assert "runAsNonRoot" not in spec["securityContext"]
+    # Root set explicitly: the images' USER is 10001, and a non-root process never gets IPC_LOCK.
+    assert spec["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": False,
+        "runAsUser": 0,
+        "runAsGroup": 0,
+    }
     for c in containers({"spec": spec}):
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
         assert c["resources"]["limits"] == {"nvidia.com/gpu": "8", "rdma/ib": "1"}

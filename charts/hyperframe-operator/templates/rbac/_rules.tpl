@@ -1,19 +1,17 @@
 {{/*
 RBAC rules from files/operator-rbac.yaml, which hack/generate.py generates from the operator's
 own list of API calls (hyperframe.controller.rbac). Each rule carries its scope (Cluster or
-Namespaced) and a `when` tag saying which configuration needs it, so a default install grants
+Namespaced, or OperatorNamespace for the Lease in the release's namespace) and a `when` tag saying which configuration needs it, so a default install grants
 nothing the operator does not use.
 
-"hyperframe-operator.rules" takes (dict "root" $ "scope" "Cluster"|"Namespaced") and prints the
+"hyperframe-operator.rules" takes (dict "root" $ "scope" "Cluster"|"Namespaced"|"OperatorNamespace") and prints the
 wanted rules of that scope as a YAML list (possibly empty).
 */}}
 {{- define "hyperframe-operator.ruleWanted" -}}
 {{- $v := .root.Values -}}
-{{- $clusterWide := not $v.watchNamespaces -}}
 {{- if eq .rule.when "always" -}}true
 {{- else if eq .rule.when "podGroups" -}}{{ if $v.rbac.podGroups.enabled }}true{{ end }}
-{{- else if eq .rule.when "clusterPeering" -}}{{ if and $v.operator.peering.enabled $clusterWide }}true{{ end }}
-{{- else if eq .rule.when "namespacedPeering" -}}{{ if and $v.operator.peering.enabled (not $clusterWide) }}true{{ end }}
+{{- else if eq .rule.when "leaderElection" -}}{{ if $v.operator.leaderElection.enabled }}true{{ end }}
 {{- else -}}
 {{- fail (printf "files/operator-rbac.yaml: unknown when %q; regenerate the chart with hack/generate.py" .rule.when) -}}
 {{- end -}}

@@ -1,4 +1,9 @@
-"""Kubernetes resource quantities (``16Gi``, ``500m``, ``1e3``) as exact numbers."""
+"""Kubernetes resource quantities (``16Gi``, ``500m``, ``1e3``) as exact numbers.
+
+Not ``kubernetes.utils.parse_quantity``, on purpose: ``hyperframe.api`` is imported by the
+training image (the runtime reads the resolved job config through it), which must not carry the
+kubernetes client, so nothing under ``hyperframe.api`` imports ``kubernetes``.
+"""
 
 from __future__ import annotations
 

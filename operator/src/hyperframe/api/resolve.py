@@ -14,9 +14,11 @@ from hyperframe.api.builtin_models import BUILTIN_MODELS
 from hyperframe.api.codec import dump
 from hyperframe.api.errors import FieldError, SpecError
 from hyperframe.api.job import BuiltinModel, JobSpec, procs_per_node
+from hyperframe.api.job_rules import RESERVED_MOUNT_PATHS
 from hyperframe.api.kube import EnvVar, Toleration
 from hyperframe.api.models import HyperFrameJob, HyperFrameRuntime
 from hyperframe.api.names import check_name_lengths, master_addr
+from hyperframe.api.pod_rules import pod_field_errors
 from hyperframe.api.quantity import quantity_bytes
 from hyperframe.api.resolved import (
     JobIdentity,
@@ -168,6 +170,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
     errors.extend(check_name_lengths(job.metadata.name, spec.nodes, generation))
     errors.extend(_override_errors(spec, rt_name, rt))
     errors.extend(_env_errors(spec, rt_name, rt.pod.env))
+    errors.extend(pod_field_errors(spec, rt, RESERVED_MOUNT_PATHS))
     builtin = _builtin(spec, spec.entrypoint.builtin, errors) if spec.entrypoint.builtin else None
     if errors:
         raise SpecError(errors)

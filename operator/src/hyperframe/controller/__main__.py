@@ -41,8 +41,10 @@ def main() -> int:
         registry=build_registry(controller),
         clusterwide=not config.namespaces,
         namespaces=config.namespaces,
-        standalone=not config.peering_name,
-        peering_name=config.peering_name or None,
+        # kopf only feeds the caches (reads). Which replica acts is the Lease's job
+        # (controller/leader.py): kopf peering would pause kopf's handlers only, not the work
+        # queue, timers and progress endpoint, and needs CRDs of its own.
+        standalone=True,
         liveness_endpoint=f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None,
     )
     return 0

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import signal
+import socket
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +16,7 @@ from hyperframe.constants import LABEL_MANAGED_BY, MANAGED_BY
 from .caches import Caches, JobKey
 from .config import OperatorConfig
 from .kube import KubeApi, load_api_client
+from .leader import LeaderElector, own_namespace
 from .metrics import Metrics
 from .progress_server import ProgressServer
 from .reconciler import Reconciler
@@ -22,26 +28,71 @@ log = logging.getLogger("hyperframe.controller")
 
 
 class Controller:
-    """Caches fed by kopf's watches, a work queue of job keys, and the reconciler that drains it."""
+    """Caches fed by kopf's watches, a work queue of job keys, and the reconciler that drains it.
+
+    Every replica keeps its caches current from the watches (reads only). Only the replica holding
+    the Lease (:mod:`.leader`) runs the work queue, its timers and the progress endpoint; a standby
+    makes no API write at all until it takes the Lease over.
+    """
 
     def __init__(self, config: OperatorConfig) -> None:
         self.config = config
+        self.identity = f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         self.metrics = Metrics()
         self.caches = Caches()
         self.kube: KubeApi | None = None
         self.queue: WorkQueue[JobKey] | None = None
         self.progress: ProgressServer | None = None
+        self._elector: LeaderElector | None = None
+        self._lease_api: KubeApi | None = None
+        self._election: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Called from kopf's startup handler, inside the operator's event loop."""
         config = self.config
+        api_client = load_api_client(config.workers + 2, identity=self.identity)
         self.kube = KubeApi(
-            load_api_client(config.workers),
+            api_client,
             qps=config.api_qps,
             burst=config.api_burst,
             workers=config.workers,
             metrics=self.metrics,
         )
+        self.metrics.queue_depth.set_function(lambda: float(len(self.queue or ())))
+        log.info("operator started as %s: %s", self.identity, config)
+        if not config.lease_name:
+            await self._activate()  # no election: this is the only replica
+            return
+        # The Lease has its own threads and token bucket (client-go gives leader election its own
+        # client too): renewals never queue behind the requests of a big gang.
+        self._lease_api = KubeApi(api_client, qps=5, burst=5, workers=2, metrics=self.metrics)
+        self._elector = LeaderElector(
+            self._lease_api,
+            namespace=config.lease_namespace or own_namespace(),
+            name=config.lease_name,
+            identity=self.identity,
+            lease_seconds=config.lease_duration_seconds,
+            renew_deadline_seconds=config.lease_renew_deadline_seconds,
+            retry_seconds=config.lease_retry_seconds,
+        )
+        self._election = asyncio.create_task(self._lead(self._elector), name="leader-election")
+
+    async def _lead(self, elector: LeaderElector) -> None:
+        try:
+            await elector.run(self._activate)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("the active replica failed to start its work")
+        # Leadership lost (or never usable): stop acting at once, then end the process; its
+        # Deployment restarts it as a standby with fresh caches.
+        await self._deactivate()
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    async def _activate(self) -> None:
+        """Become the active replica: progress endpoint, fresh caches, work queue, every job queued."""
+        assert self.kube is not None
+        config = self.config
         self.progress = ProgressServer(
             kube=self.kube, caches=self.caches, config=config, metrics=self.metrics
         )
@@ -51,8 +102,20 @@ class Controller:
         self.queue = WorkQueue(reconciler, concurrency=config.workers, on_error=self._on_error)
         self.queue.start()
         self.metrics.watch_pod_phases(self.caches.pod_count)
-        self.metrics.queue_depth.set_function(lambda: float(len(self.queue or ())))
-        log.info("operator started: %s", config)
+        self.metrics.leader.set(1)
+        # A standby saw kopf's initial listing long ago: every job it knows is looked at once now.
+        for key in list(self.caches.jobs):
+            self.queue.add(key)
+        log.info("active: reconciling %d jobs", len(self.caches.jobs))
+
+    async def _deactivate(self) -> None:
+        self.metrics.leader.set(0)
+        queue, self.queue = self.queue, None
+        if queue is not None:
+            await queue.stop()
+        progress, self.progress = self.progress, None
+        if progress is not None:
+            await progress.stop()
 
     async def _prime(self, kube: KubeApi) -> None:
         """Fill the pod and node caches before the first reconcile, so a restarted operator never
@@ -67,12 +130,16 @@ class Controller:
             self.caches.node_event(None, node)
 
     async def stop(self) -> None:
-        if self.progress is not None:
-            await self.progress.stop()
-        if self.queue is not None:
-            await self.queue.stop()
-        if self.kube is not None:
-            self.kube.close()
+        if self._election is not None and self._election is not asyncio.current_task():
+            self._election.cancel()
+            await asyncio.gather(self._election, return_exceptions=True)
+        leading = self.queue is not None
+        await self._deactivate()
+        if leading and self._elector is not None:
+            await self._elector.release()  # the standby takes over at once, not after the lease expires
+        for api in (self.kube, self._lease_api):
+            if api is not None:
+                api.close()
 
     def _on_error(self, key: JobKey, exc: BaseException) -> None:
         self.metrics.reconcile_errors.inc()

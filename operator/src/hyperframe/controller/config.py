@@ -35,10 +35,17 @@ class OperatorConfig:
     """Requests the client may send at once above ``api_qps`` before it is throttled."""
     workers: int = 16
     """Jobs reconciled concurrently; also the size of the API thread pool and connection pool."""
-    peering_name: str = "hyperframe"
-    """kopf peering object shared by the replicas; the empty string runs standalone (one replica)."""
-    priority: int = 0
-    """kopf peering priority; 0 picks a random one at start so exactly one replica is active."""
+    lease_name: str = "hyperframe-operator"
+    """coordination.k8s.io Lease the replicas elect their one active replica with; the empty
+    string turns election off, and then exactly one replica may run."""
+    lease_namespace: str = ""
+    """Namespace of the Lease; empty: the operator pod's own namespace (``default`` outside a pod)."""
+    lease_duration_seconds: float = 15.0
+    """How long a standby waits after the Lease's last renewal before it takes over."""
+    lease_renew_deadline_seconds: float = 10.0
+    """A leader that could not renew for this long stops acting (must be < the lease duration)."""
+    lease_retry_seconds: float = 2.0
+    """How often the leader renews and a standby reads the Lease (must be < the renew deadline)."""
     liveness_port: int = 8080
     """Port of kopf's liveness endpoint ``/healthz``; 0 disables it."""
     metrics_port: int = 9090
@@ -46,8 +53,15 @@ class OperatorConfig:
     status_port: int = 8081
     """Port of the progress endpoint the training pods post to; 0 disables progress reporting."""
     status_endpoint_url: str = ""
-    """Base URL the pods use to reach the progress endpoint (``http://<service>.<ns>.svc:8081``).
+    """Base URL the pods use to reach the progress endpoint (``https://<service>.<ns>.svc:8081``).
     Empty disables progress reporting: pods get no status URL."""
+    status_tls_cert_file: str = ""
+    """PEM serving certificate (chain) of the progress endpoint; empty serves plain HTTP."""
+    status_tls_key_file: str = ""
+    """PEM private key of that certificate."""
+    status_tls_ca_file: str = ""
+    """PEM CA that signed the serving certificate; each job's ConfigMap carries it to the pods,
+    which trust only it for the progress endpoint."""
     restart_backoff_seconds: float = 10.0
     """Wait before the first gang restart; doubled for each further restart."""
     restart_backoff_max_seconds: float = 300.0
@@ -69,6 +83,9 @@ class OperatorConfig:
             "restart_backoff_seconds",
             "restart_backoff_max_seconds",
             "progress_flush_seconds",
+            "lease_duration_seconds",
+            "lease_renew_deadline_seconds",
+            "lease_retry_seconds",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -76,6 +93,13 @@ class OperatorConfig:
         for name in ("node_not_ready_grace_seconds", "terminating_grace_seconds"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{_var(name)}: must be >= 0, got {getattr(self, name)}")
+        if not self.lease_retry_seconds < self.lease_renew_deadline_seconds < self.lease_duration_seconds:
+            raise ConfigError(
+                f"{_var('lease_retry_seconds')} ({self.lease_retry_seconds}) < "
+                f"{_var('lease_renew_deadline_seconds')} ({self.lease_renew_deadline_seconds}) < "
+                f"{_var('lease_duration_seconds')} ({self.lease_duration_seconds}) must hold, or two "
+                "replicas could act at once; keep the defaults 2 < 10 < 15"
+            )
         if self.api_burst < 1 or self.workers < 1:
             raise ConfigError(f"{_var('api_burst')} and {_var('workers')}: must be >= 1")
         for name in ("liveness_port", "metrics_port", "status_port"):
@@ -90,6 +114,19 @@ class OperatorConfig:
         if self.status_endpoint_url and not self.status_endpoint_url.startswith(("http://", "https://")):
             raise ConfigError(
                 f"{_var('status_endpoint_url')}: {self.status_endpoint_url!r} must start with http:// or https://"
+            )
+        if bool(self.status_tls_cert_file) != bool(self.status_tls_key_file):
+            raise ConfigError(
+                f"{_var('status_tls_cert_file')} and {_var('status_tls_key_file')}: set both (HTTPS) or neither"
+            )
+        if self.status_tls_cert_file and not self.status_tls_ca_file:
+            raise ConfigError(
+                f"{_var('status_tls_ca_file')}: required with a serving certificate, the pods need it"
+            )
+        if self.status_tls_cert_file and self.status_endpoint_url.startswith("http://"):
+            raise ConfigError(
+                f"{_var('status_endpoint_url')}: {self.status_endpoint_url!r} is plain HTTP but the endpoint "
+                "serves HTTPS; use https://"
             )
         if self.log_format not in ("json", "text"):
             raise ConfigError(f"{_var('log_format')}: {self.log_format!r}; use json or text")

@@ -6,7 +6,6 @@ the controller and its settings are passed in rather than reached for.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import kopf
@@ -22,7 +21,6 @@ _MANAGED = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 
 def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    config = controller.config
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -30,9 +28,6 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         settings.watching.label_selectors["v1", "pods"] = _MANAGED  # server-side filter
-        settings.peering.name = config.peering_name or "default"
-        settings.peering.priority = config.priority or random.randint(1, 1_000_000)
-        settings.peering.stealth = True
         try:
             await controller.start()
         except OSError as exc:  # a port in use: retrying in a minute would not help
@@ -49,6 +44,10 @@ def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     @kopf.on.probe(id="workqueue", registry=registry)
     def workqueue_depth(**_: Any) -> int:
         return len(controller.queue or ())
+
+    @kopf.on.probe(id="leader", registry=registry)
+    def leader(**_: Any) -> bool:
+        return controller.queue is not None
 
     @kopf.on.event(GROUP, VERSION, JOB_PLURAL, registry=registry)
     async def job_event(type: str | None, body: kopf.Body, **_: Any) -> None:

@@ -22,7 +22,7 @@ from hyperframe.constants import GROUP, JOB_PLURAL, RUNTIME_PLURAL, VERSION
 from .metrics import Metrics
 from .ratelimit import TokenBucket
 
-__all__ = ["ApiError", "Conflict", "KubeApi", "load_api_client"]
+__all__ = ["USER_AGENT_PREFIX", "ApiError", "Conflict", "KubeApi", "load_api_client"]
 
 log = logging.getLogger("hyperframe.controller.kube")
 
@@ -31,30 +31,57 @@ _JSON = "application/json"
 # queue instead of holding a thread forever.
 _REQUEST_TIMEOUT = (10.0, 60.0)
 _MERGE_PATCH = "application/merge-patch+json"
+# managedFields name the writer by the user agent up to its first "/".
+USER_AGENT_PREFIX = "hyperframe-operator-"
 _JOBS = f"/apis/{GROUP}/{VERSION}/namespaces/{{ns}}/{JOB_PLURAL}"
+_LEASES = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases"
 
 
 class ApiError(Exception):
-    """A non-2xx answer of the API server."""
+    """A non-2xx answer of the API server; ``message`` and ``causes`` come from its Status body."""
 
     def __init__(self, status: int, reason: str, body: str) -> None:
-        super().__init__(f"HTTP {status} {reason}: {body[:500]}")
         self.status = status
+        self.message, self.causes = _parse_status(body, fallback=f"HTTP {status} {reason}")
+        super().__init__(f"HTTP {status} {reason}: {self.message}")
+
+
+def _parse_status(body: str, *, fallback: str) -> tuple[str, list[tuple[str, str]]]:
+    """(message, [(field, message)]) of a metav1.Status body, each on one line."""
+    try:
+        status = json.loads(body) if body else {}
+    except ValueError:
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    message = " ".join(str(status.get("message") or body.strip()[:300] or fallback).split())
+    causes = [
+        (str(c.get("field") or ""), " ".join(str(c.get("message") or "").split()))
+        for c in (status.get("details") or {}).get("causes") or ()
+        if isinstance(c, dict)
+    ]
+    return message, causes
 
 
 class Conflict(ApiError):
     """The object changed since it was read (HTTP 409 on a write with a resourceVersion)."""
 
 
-def load_api_client(pool_size: int) -> Any:
-    """In-cluster credentials when running in a pod, else the kubeconfig (``KUBECONFIG``)."""
+def load_api_client(pool_size: int, *, identity: str) -> Any:
+    """In-cluster credentials when running in a pod, else the kubeconfig (``KUBECONFIG``).
+
+    The user agent names the replica, so the API server's managedFields (and audit log) say which
+    replica wrote an object.
+    """
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = pool_size
-    return client.ApiClient(configuration)
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = f"{USER_AGENT_PREFIX}{identity}/operator"
+    return api_client
 
 
 class KubeApi:
@@ -158,10 +185,28 @@ class KubeApi:
         path = f"/apis/{GROUP}/{VERSION}/{RUNTIME_PLURAL}/{name}"
         return await self._request("get", RUNTIME_PLURAL, "GET", path, tolerate=(404,))
 
+    # -- the leader-election Lease ------------------------------------------------------------
+
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        path = f"{_LEASES.format(ns=namespace)}/{name}"
+        return await self._request("get", "leases", "GET", path, tolerate=(404,))
+
+    async def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        path = _LEASES.format(ns=namespace)
+        return await self._request("create", "leases", "POST", path, body=dict(body)) or {}
+
+    async def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT with the body's resourceVersion: fails with :class:`Conflict` if another replica wrote first."""
+        path = f"{_LEASES.format(ns=namespace)}/{name}"
+        return await self._request("update", "leases", "PUT", path, body=dict(body)) or {}
+
     # -- objects of a job -------------------------------------------------------------------
 
-    async def create(self, namespace: str, body: Mapping[str, Any]) -> bool:
-        """Create a rendered object if absent; False when it already existed."""
+    async def create(self, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False) -> bool:
+        """Create a rendered object if absent; False when it already existed.
+
+        ``dry_run`` asks the API server to validate and admit it without storing anything.
+        """
         kind = str(body.get("kind"))
         api_version = str(body.get("apiVersion"))
         resource = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps"}.get(
@@ -170,7 +215,15 @@ class KubeApi:
         prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         path = f"{prefix}/namespaces/{namespace}/{resource}"
         return (
-            await self._request("create", resource, "POST", path, body=dict(body), tolerate=(409,))
+            await self._request(
+                "create",
+                resource,
+                "POST",
+                path,
+                query=[("dryRun", "All")] if dry_run else None,
+                body=dict(body),
+                tolerate=(409,),
+            )
             is not None
         )
 

@@ -53,6 +53,9 @@ class Metrics:
             "hyperframe_progress_reports", "Progress reports received, by result.", ["result"], registry=r
         )
         self.queue_depth = Gauge("hyperframe_workqueue_depth", "Jobs waiting to be reconciled.", registry=r)
+        self.leader = Gauge(
+            "hyperframe_leader", "1 while this replica holds the Lease and acts, 0 on standby.", registry=r
+        )
 
     def watch_pod_phases(self, count: Callable[[str], int]) -> None:
         """Report pods per phase from the cache at scrape time."""

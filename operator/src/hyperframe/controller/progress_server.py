@@ -1,6 +1,8 @@
 """The authenticated progress endpoint the training pods post to.
 
-``POST /v1/namespaces/{namespace}/hyperframejobs/{name}/progress`` with a JSON ``ProgressUpdate``
+``POST /v1/namespaces/{namespace}/hyperframejobs/{name}/progress`` over HTTPS (the serving
+certificate from ``HYPERFRAME_STATUS_TLS_*``; its CA reaches the pods in each job's ConfigMap,
+so the bearer token never crosses the network in clear) with a JSON ``ProgressUpdate``
 and ``Authorization: Bearer <token>``, where the token is the pod's projected service-account
 token with audience ``hyperframe.dev/status``. The operator accepts it only when:
 
@@ -21,6 +23,7 @@ import asyncio
 import hashlib
 import logging
 import math
+import ssl
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -37,7 +40,7 @@ from .metrics import Metrics
 from .observed import observe_pod
 from .status import JobStatus, format_time
 
-__all__ = ["ProgressServer", "parse_progress"]
+__all__ = ["ProgressServer", "parse_progress", "serving_context"]
 
 log = logging.getLogger("hyperframe.controller.progress")
 
@@ -79,12 +82,21 @@ def parse_progress(data: object) -> dict[str, Any]:
     return out
 
 
+def serving_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """TLS 1.2+ server context with the operator's serving certificate."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
 class ProgressServer:
     def __init__(self, *, kube: KubeApi, caches: Caches, config: OperatorConfig, metrics: Metrics) -> None:
         self._kube = kube
         self._caches = caches
         self._flush_seconds = config.progress_flush_seconds
         self._port = config.status_port
+        self._tls = (config.status_tls_cert_file, config.status_tls_key_file)
         self._metrics = metrics
         self._reviews: dict[str, tuple[float, dict[str, Any]]] = {}
         self._pending: dict[JobKey, dict[str, Any]] = {}
@@ -100,10 +112,11 @@ class ProgressServer:
     async def start(self) -> None:
         if not self._port:
             return
+        tls = serving_context(*self._tls) if self._tls[0] else None
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
-        await web.TCPSite(self._runner, host="0.0.0.0", port=self._port).start()
-        log.info("progress endpoint listening on :%d", self._port)
+        await web.TCPSite(self._runner, host="0.0.0.0", port=self._port, ssl_context=tls).start()
+        log.info("progress endpoint listening on :%d (%s)", self._port, "HTTPS" if tls else "plain HTTP")
 
     async def stop(self) -> None:
         for task in self._flushers.values():

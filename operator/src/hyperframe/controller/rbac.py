@@ -83,10 +83,10 @@ OPERATOR_RULES: tuple[PolicyRule, ...] = (
         why="authenticate progress reports (pod-bound service-account tokens)",
     ),
     PolicyRule(
-        api_group="kopf.dev",
-        resources=("kopfpeerings", "clusterkopfpeerings"),
-        verbs=("get", "list", "watch", "patch"),
-        why="kopf peering between operator replicas (high availability)",
+        api_group="coordination.k8s.io",
+        resources=("leases",),
+        verbs=("get", "create", "update"),
+        why="leader election between operator replicas (one Lease in the operator's namespace)",
     ),
     PolicyRule(
         api_group="apiextensions.k8s.io",

@@ -8,17 +8,20 @@ A stale read makes the status write fail with a conflict, and the job is simply 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from hyperframe.api.errors import SpecError
 from hyperframe.api.models import HyperFrameJob, parse_job
 from hyperframe.constants import LABEL_RANK
 from hyperframe.render import RenderContext, render_job
+from hyperframe.render.field_map import job_field_of_pod_field
 
 from .caches import Caches, JobKey
 from .config import OperatorConfig
@@ -27,6 +30,7 @@ from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
 from .kube import ApiError, Conflict, KubeApi
 from .metrics import Metrics
 from .plan import Plan
+from .rejection import rejection_message
 from .state_machine import hold, invalid, reconcile
 from .status import JobStatus, Phase
 
@@ -36,6 +40,7 @@ log = logging.getLogger("hyperframe.controller.reconciler")
 
 _RUNTIME_CACHE_SECONDS = 10.0
 _HOLD_RECHECK_SECONDS = 15.0
+_ADMITTED_MAX = 10_000
 
 
 def facts_of(job: HyperFrameJob, body: Mapping[str, Any]) -> JobFacts:
@@ -62,6 +67,19 @@ def progress_url(base: str, namespace: str, name: str) -> str:
     return f"{base.rstrip('/')}/v1/namespaces/{namespace}/hyperframejobs/{name}/progress"
 
 
+Describe = Callable[[ApiError, str], str]
+
+
+def _raw_message(error: ApiError, kind: str) -> str:
+    return rejection_message(error, kind, lambda _field: None)
+
+
+def _mapped_message(
+    body: Mapping[str, Any], runtime: Mapping[str, Any], ctx: RenderContext, error: ApiError, kind: str
+) -> str:
+    return rejection_message(error, kind, lambda field: job_field_of_pod_field(body, runtime, field, ctx))
+
+
 class Reconciler:
     def __init__(self, *, kube: KubeApi, caches: Caches, config: OperatorConfig, metrics: Metrics) -> None:
         self._kube = kube
@@ -76,6 +94,11 @@ class Reconciler:
         )
         self._runtimes: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._render_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="render")
+        # (job uid, spec generation, gang generation) whose dry run passed: an optimisation only.
+        self._admitted: set[tuple[str, int, int]] = set()
+        self._status_ca = (
+            Path(config.status_tls_ca_file).read_text(encoding="utf-8") if config.status_tls_ca_file else None
+        )
 
     async def __call__(self, key: JobKey) -> float | None:
         started = time.perf_counter()
@@ -111,6 +134,7 @@ class Reconciler:
         facts = facts_of(job, body)
         plan = reconcile(facts, stored, self._caches.pods_of(key), self._caches.nodes, now, self._settings)
         objects: list[dict[str, Any]] = []
+        describe: Describe = _raw_message
         if plan.create_ranks:
             runtime_name = job.spec.runtime_ref.name
             runtime = await self._runtime(runtime_name)
@@ -125,25 +149,76 @@ class Reconciler:
                     # Rendering is CPU-bound (templates + YAML): off the event loop, so watches and
                     # API replies keep flowing while a big gang renders.
                     loop = asyncio.get_running_loop()
-                    objects = await loop.run_in_executor(self._render_pool, self._render, body, runtime, plan)
+                    ctx = self._context(body, plan)
+                    objects = await loop.run_in_executor(
+                        self._render_pool, self._render, body, runtime, ctx, plan
+                    )
+                    describe = functools.partial(_mapped_message, body, runtime, ctx)
                 except SpecError as exc:
                     plan = invalid(facts.generation, stored, self._caches.pods_of(key), exc, now)
-        return await self._apply(key, body, stored, plan, objects)
+        # The whole gang is validated and admitted by the API server before anything is created,
+        # so a refused gang leaves no Service, ConfigMap or pod behind. Once per gang generation
+        # and spec: a reconcile that re-creates pods the cache has not seen yet needs none.
+        gang = (str(meta.get("uid", "")), facts.generation, plan.status.gang_generation)
+        if objects and gang not in self._admitted:
+            refused = await self._dry_run(key[0], objects)
+            if refused is not None:
+                plan = self._rejected(key, facts.generation, stored, describe(*refused))
+                objects = []
+            else:
+                if len(self._admitted) >= _ADMITTED_MAX:
+                    self._admitted.clear()
+                self._admitted.add(gang)
+        return await self._apply(key, body, stored, plan, objects, describe)
 
-    def _render(
-        self, body: Mapping[str, Any], runtime: Mapping[str, Any], plan: Plan
-    ) -> list[dict[str, Any]]:
+    def _context(self, body: Mapping[str, Any], plan: Plan) -> RenderContext:
         meta = body.get("metadata") or {}
         status_url = None
         if self._config.status_endpoint_url and self._config.status_port:
             status_url = progress_url(
                 self._config.status_endpoint_url, str(meta["namespace"]), str(meta["name"])
             )
-        ctx = RenderContext(
+        return RenderContext(
             gang_generation=plan.status.gang_generation,
             excluded_nodes=plan.status.excluded_nodes,
             status_url=status_url,
+            status_ca=self._status_ca,
         )
+
+    async def _dry_run(self, namespace: str, objects: list[dict[str, Any]]) -> tuple[ApiError, str] | None:
+        """The first refusal (422) of a server-side dry run of the gang, with the refused kind.
+
+        Every object but the pods, and one pod: the pods differ only in what the renderer writes
+        per rank (name, hostname, rank env and labels), so one of them (the last: the longest
+        name) stands for all, and the dry run costs a constant number of requests per gang.
+        """
+        pods = [o for o in objects if o.get("kind") == "Pod"]
+        sample = [o for o in objects if o.get("kind") != "Pod"] + pods[-1:]
+        results = await asyncio.gather(
+            *(self._kube.create(namespace, o, dry_run=True) for o in sample), return_exceptions=True
+        )
+        for obj, result in zip(sample, results, strict=True):
+            if isinstance(result, ApiError) and result.status == 422:
+                return result, str(obj.get("kind"))
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+        return None
+
+    def _rejected(self, key: JobKey, generation: int, stored: JobStatus, message: str) -> Plan:
+        return invalid(
+            generation,
+            stored,
+            self._caches.pods_of(key),
+            ValueError(message),
+            datetime.now(UTC),
+            reason="PodRejected",
+            prefix="the API server refused the rendered objects: ",
+        )
+
+    def _render(
+        self, body: Mapping[str, Any], runtime: Mapping[str, Any], ctx: RenderContext, plan: Plan
+    ) -> list[dict[str, Any]]:
         wanted = {str(rank) for rank in plan.create_ranks}
         return [
             obj
@@ -158,6 +233,7 @@ class Reconciler:
         stored: JobStatus,
         plan: Plan,
         objects: list[dict[str, Any]] | None = None,
+        describe: Describe | None = None,
     ) -> float | None:
         namespace, name = key
         meta = body.get("metadata") or {}
@@ -189,17 +265,21 @@ class Reconciler:
                 *actions, *(self._kube.create(namespace, o) for o in pods), return_exceptions=True
             )
         errors = [r for r in results if isinstance(r, BaseException)]
-        rejected = next((e for e in errors if isinstance(e, ApiError) and e.status == 422), None)
+        # The kind of each result, in order: support objects, then deletions, then pods.
+        kinds = [str(o.get("kind")) for o in support] + ["Pod" for _ in actions] + ["Pod" for _ in pods]
+        rejected = next(
+            (
+                (r, k)
+                for r, k in zip(results, kinds, strict=False)
+                if isinstance(r, ApiError) and r.status == 422
+            ),
+            None,
+        )
         if rejected is not None:
-            # The API server refuses the rendered manifest itself: retrying cannot help.
-            failed = invalid(
-                plan.status.observed_generation,
-                plan.status,
-                self._caches.pods_of(key),
-                rejected,
-                datetime.now(UTC),
-                reason="PodRejected",
-                prefix="the API server rejected the rendered objects: ",
+            # The API server refuses the rendered manifest itself (after a dry run accepted it,
+            # e.g. an admission policy changed): retrying cannot help.
+            failed = self._rejected(
+                key, plan.status.observed_generation, plan.status, (describe or _raw_message)(*rejected)
             )
             fresh_body = self._caches.jobs.get(key, body)
             return await self._apply(key, fresh_body, plan.status, failed)

@@ -17,6 +17,8 @@ class RenderContext:
     """Nodes the pods must avoid (they failed the smoke gate): required node anti-affinity."""
     status_url: str | None = None
     """The operator's progress endpoint; when set, pods get it in env with a projected token."""
+    status_ca: str | None = None
+    """PEM CA of an HTTPS progress endpoint, put into the job's ConfigMap next to job.json."""
 
     def __post_init__(self) -> None:
         if self.gang_generation < 0:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from hyperframe.api.names import configmap_name, podgroup_name, service_name
-from hyperframe.constants import CONFIG_FILE_NAME, LABEL_JOB
+from hyperframe.constants import CONFIG_FILE_NAME, LABEL_JOB, STATUS_CA_FILE_NAME
 from hyperframe.render.engine import render_template
 from hyperframe.render.prepare import Prepared
 
@@ -39,6 +39,8 @@ def configmap_object(p: Prepared) -> dict[str, Any]:
         owner_refs=p.owner_refs(),
         file_name=CONFIG_FILE_NAME,
         config_json=p.resolution.config.to_json(),
+        ca_file_name=STATUS_CA_FILE_NAME,
+        status_ca=p.ctx.status_ca if p.ctx.status_url else None,
     )
 
 

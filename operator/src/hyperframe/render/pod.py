@@ -39,7 +39,7 @@ from hyperframe.constants import (
 from hyperframe.render.engine import render_template
 from hyperframe.render.prepare import Prepared
 
-__all__ = ["LAUNCH_COMMAND", "SMOKE_COMMAND", "pod_object", "rendezvous_env"]
+__all__ = ["LAUNCH_COMMAND", "SMOKE_COMMAND", "builtin_volumes_and_mounts", "pod_object", "rendezvous_env"]
 
 SMOKE_COMMAND: Final = ["hyperframe-smoke"]
 LAUNCH_COMMAND: Final = ["hyperframe-launch"]
@@ -158,14 +158,21 @@ def _security(pod: PodSettings) -> tuple[dict[str, Any], dict[str, Any]]:
     pod_ctx: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
     container: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     if pod.rdma.enabled:
+        # The images' USER is uid 10001, and the kernel gives a non-root process no added
+        # capability (no ambient set), so IPC_LOCK would be in the container's bounding set but
+        # never in the process's effective set. Root is set explicitly, not left to the image.
         container["capabilities"]["add"] = ["IPC_LOCK"]
+        pod_ctx.update({"runAsNonRoot": False, "runAsUser": 0, "runAsGroup": 0})
     else:
         uid = pod.run_as_user
         pod_ctx.update({"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid})
     return pod_ctx, container
 
 
-def _volumes_and_mounts(p: Prepared, pod: PodSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def builtin_volumes_and_mounts(
+    p: Prepared, pod: PodSettings
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The volumes and mounts HyperFrame adds before the job's own (shm, config, status token)."""
     volumes: list[dict[str, Any]] = [
         {"name": VOLUME_SHM, "emptyDir": {"medium": "Memory", "sizeLimit": pod.shm_size}},
         {"name": VOLUME_CONFIG, "configMap": {"name": configmap_name(p.name)}},
@@ -184,6 +191,11 @@ def _volumes_and_mounts(p: Prepared, pod: PodSettings) -> tuple[list[dict[str, A
             {"name": VOLUME_STATUS_TOKEN, "projected": {"sources": [{"serviceAccountToken": token}]}}
         )
         mounts.append({"name": VOLUME_STATUS_TOKEN, "mountPath": STATUS_TOKEN_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def _volumes_and_mounts(p: Prepared, pod: PodSettings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes, mounts = builtin_volumes_and_mounts(p, pod)
     spec = p.job.spec
     volumes.extend(dict(v) for v in spec.volumes)
     mounts.extend(dump(m) for m in spec.volume_mounts)

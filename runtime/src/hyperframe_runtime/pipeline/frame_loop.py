@@ -44,7 +44,7 @@ from hyperframe_runtime.pipeline.planning import (
 )
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
 from hyperframe_runtime.pipeline.trace import TraceWriter
-from hyperframe_runtime.progress import ProgressUpdate, report
+from hyperframe_runtime.progress import ProgressReporter, ProgressUpdate
 
 __all__ = ["FrameLoop", "TrainResult", "train"]
 
@@ -136,6 +136,7 @@ class FrameLoop:
         )
         self.is_reporter = self.topology.rank == 0
         self.trace = TraceWriter(config.trace_dir) if config.trace_dir and self.is_reporter else None
+        self.progress = _start_progress(config, self.frames_done) if self.is_reporter else None
         self.result = TrainResult(start_frame=self.frames_done)
         self._explore = exploration_plans(config, fresh) if self.plan.replans == 0 else ()
         self._window: list[RankFrame] = []
@@ -190,8 +191,8 @@ class FrameLoop:
             self.trace.add_frame(self.frames_done, ranks, metrics)
             if self._frames_on_plan == 2 or self.frames_done == config.frames:
                 self.trace.add_gantt(self.frames_done, self.plan, ranks)
-        if self.is_reporter:
-            _report(config, metrics, self.result)
+        if self.progress is not None:
+            _report(config, metrics, self.result, self.progress)
         self._window.extend(ranks)
         return metrics
 
@@ -241,6 +242,9 @@ class FrameLoop:
         return self.result
 
     def close(self) -> None:
+        if self.progress is not None:
+            self.progress.close()
+            self.progress = None
         if self.trace is not None:
             self.trace.close()
             self.trace = None
@@ -253,7 +257,24 @@ def train(
     return FrameLoop(config, spec=spec, device=device).run()
 
 
-def _report(config: TrainConfig, metrics: FrameMetrics, result: TrainResult) -> None:
+def _start_progress(config: TrainConfig, frames_done: int) -> ProgressReporter:
+    """Reports (and re-posts at least every 20 s) from before the first frame ends."""
+    return ProgressReporter(
+        ProgressUpdate(
+            frame=frames_done,
+            totalFrames=config.frames,
+            step=frames_done,
+            # Not measured yet: non-finite values are left out of status.progress.
+            loss=float("nan"),
+            samplesPerSecond=float("nan"),
+            etaSeconds=float("nan"),
+        )
+    )
+
+
+def _report(
+    config: TrainConfig, metrics: FrameMetrics, result: TrainResult, progress: ProgressReporter
+) -> None:
     frame_times = [m.frame_s for m in result.metrics]
     recent = frame_times[-5:]
     remaining = config.frames - metrics.frame
@@ -267,7 +288,7 @@ def _report(config: TrainConfig, metrics: FrameMetrics, result: TrainResult) -> 
         100 * metrics.comm_wait_share,
         metrics.peak_memory_bytes / 2**20,
     )
-    report(
+    progress.report(
         ProgressUpdate(
             frame=metrics.frame,
             totalFrames=config.frames,

@@ -1,0 +1,54 @@
+"""The runtime's progress reporter keeps posting while a frame runs longer than the heartbeat."""
+
+from __future__ import annotations
+
+import threading
+
+from hyperframe_runtime.progress import HEARTBEAT_SECONDS, ProgressReporter, ProgressUpdate, post_update
+
+
+def update(frame: int) -> ProgressUpdate:
+    return ProgressUpdate(
+        frame=frame, totalFrames=10, step=frame, loss=1.0, samplesPerSecond=1.0, etaSeconds=1.0
+    )
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.posted: list[int] = []
+        self.changed = threading.Condition()
+
+    def __call__(self, u: ProgressUpdate) -> bool:
+        with self.changed:
+            self.posted.append(u.frame)
+            self.changed.notify_all()
+        return True
+
+    def wait_for(self, count: int) -> list[int]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.posted) >= count, timeout=30), self.posted
+            return list(self.posted)
+
+
+def test_the_latest_update_is_reposted_while_no_frame_ends() -> None:
+    recorder = Recorder()
+    reporter = ProgressReporter(update(0), post=recorder, interval=0.05)
+    try:
+        # Before any frame ends, the starting state is posted, then again and again.
+        assert recorder.wait_for(3)[:3] == [0, 0, 0]
+        reporter.report(update(1))
+        posted = recorder.wait_for(len(recorder.posted) + 3)
+        assert posted[posted.index(1) :] == [1] * len(posted[posted.index(1) :])
+    finally:
+        reporter.close()
+    assert "progress-heartbeat" not in {t.name for t in threading.enumerate()}, (
+        "the heartbeat outlived close()"
+    )
+
+
+def test_heartbeat_keeps_status_younger_than_thirty_seconds() -> None:
+    assert HEARTBEAT_SECONDS < 30
+
+
+def test_no_endpoint_means_no_post() -> None:
+    assert post_update(update(1), {}) is False
