@@ -130,3 +130,24 @@ def test_status_round_trips_and_patches_only_changes() -> None:
     assert status.phase == Phase.RUNNING
     patch = status.replace(restarts=2).to_patch(status.to_dict())
     assert patch == {"restarts": 2}
+
+
+def test_service_link_variables_of_the_operators_own_service_are_not_settings() -> None:
+    # What the kubelet injects into a pod of a namespace holding Service `hyperframe-operator`.
+    env = {
+        "HYPERFRAME_OPERATOR_SERVICE_HOST": "10.96.0.12",
+        "HYPERFRAME_OPERATOR_SERVICE_PORT": "8080",
+        "HYPERFRAME_OPERATOR_SERVICE_PORT_STATUS": "8081",
+        "HYPERFRAME_OPERATOR_PORT": "tcp://10.96.0.12:8080",
+        "HYPERFRAME_OPERATOR_PORT_8080_TCP": "tcp://10.96.0.12:8080",
+        "HYPERFRAME_OPERATOR_PORT_8080_TCP_PROTO": "tcp",
+        "HYPERFRAME_OPERATOR_PORT_8080_TCP_PORT": "8080",
+        "HYPERFRAME_OPERATOR_PORT_8080_TCP_ADDR": "10.96.0.12",
+        "HYPERFRAME_WORKERS": "3",
+    }
+    assert OperatorConfig.from_env(env).workers == 3
+
+
+def test_a_misspelt_port_setting_is_still_an_error() -> None:
+    with pytest.raises(ConfigError, match="HYPERFRAME_METRIC_PORT: not an operator setting"):
+        OperatorConfig.from_env({"HYPERFRAME_METRIC_PORT": "9090"})

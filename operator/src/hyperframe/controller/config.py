@@ -8,6 +8,7 @@ with a message that names the variable and the fix; it never surfaces later in a
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +143,8 @@ class OperatorConfig:
             if not key.startswith(ENV_PREFIX) or key in _NOT_OPERATOR_SETTINGS:
                 continue
             field = known.get(key)
+            if field is None and _is_service_link(key, raw):
+                continue
             if field is None:
                 raise ConfigError(f"{key}: not an operator setting; known: {', '.join(sorted(known))}")
             values[field.name] = _convert(key, raw, field.type)
@@ -150,6 +153,21 @@ class OperatorConfig:
 
 # Variables with the prefix that belong to the training pods, not to the operator.
 _NOT_OPERATOR_SETTINGS = RESERVED_ENV
+
+# The variables the kubelet injects for every Service of the namespace (service links): a Service
+# named `hyperframe-operator` yields HYPERFRAME_OPERATOR_SERVICE_HOST, ..._PORT=tcp://..., and
+# ..._PORT_8080_TCP_PROTO. The chart turns service links off; this keeps a pod spec that does not
+# from crash-looping the operator on names it never asked for.
+_SERVICE_LINK = re.compile(
+    r"_SERVICE_HOST$|_SERVICE_PORT(_[A-Z0-9_]+)?$|_PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?$"
+)
+_SERVICE_LINK_URL = re.compile(r"^(tcp|udp|sctp)://")
+
+
+def _is_service_link(key: str, value: str) -> bool:
+    if _SERVICE_LINK.search(key):
+        return True
+    return key.endswith("_PORT") and bool(_SERVICE_LINK_URL.match(value))
 
 
 def _var(field_name: str) -> str:
