@@ -24,7 +24,7 @@
 #                          (default: <repo>/.cluster/images)
 #   HYPERFRAME_IMAGES_CACHE  root filesystems, staged wheels, BuildKit state
 #                          (default: ~/.cache/hyperframe/images)
-#   HYPERFRAME_BUILDKIT_CACHE_GB  BuildKit's cache is pruned to this size after a build (default 24)
+#   HYPERFRAME_BUILDKIT_CACHE_GB  BuildKit's cache is pruned to this size after a build (default 14)
 #   HYPERFRAME_WHEELHOUSE  the project's wheelhouse (default: ~/.cache/hyperframe/wheels)
 # Exit codes: 0 done, 1 failed, 2 bad usage, stale generated files or no registry, 3 no engine can
 # run here (1 when CI=true: CI must build the images).
@@ -176,7 +176,7 @@ phase "start buildkitd"
 RUN_DIR="$(mktemp -d /tmp/hyperframe-buildkit.XXXXXX)"
 SOCKET="unix://$RUN_DIR/buildkitd.sock"
 BUILDKIT_PID=""
-KEEP_GB="${HYPERFRAME_BUILDKIT_CACHE_GB:-24}"
+KEEP_GB="${HYPERFRAME_BUILDKIT_CACHE_GB:-14}"
 stop_engine() {
     local rc=$?
     if [[ -n "$BUILDKIT_PID" ]] && kill -0 "$BUILDKIT_PID" 2>/dev/null; then
@@ -254,5 +254,5 @@ case "$mode" in
 esac
 
 phase "prune BuildKit's cache to ${KEEP_GB} GB"
-"$BIN_BUILDCTL" --addr "$SOCKET" prune --keep-storage "$((KEEP_GB * 1024))" >/dev/null
+"$BIN_BUILDCTL" --addr "$SOCKET" prune --keep-storage "$((KEEP_GB * 1024))" | tail -n 1 >&2
 phase ""

@@ -12,8 +12,9 @@ What is checked, on the `local` profile of images/matrix.yaml:
 - a second build without changes reuses every layer (same layer digests, every step CACHED).
 
 Where no engine can exist (not root, no runc) the module is skipped with the reason; with CI=true
-it fails instead, because CI must build the images. Cold, the two builds take about ten minutes
-on a 2-core machine (docs/images.md); warm, about a minute each.
+it fails instead, because CI must build the images. Cold, the first build takes about nine and a
+half minutes on a 2-core machine (docs/images.md); the rebuild, and both builds when warm, under
+three minutes.
 """
 
 from __future__ import annotations

@@ -110,3 +110,14 @@ def test_it_asks_for_the_registry_before_starting_an_engine(tmp_path: Path) -> N
     assert unset.returncode == 2 and "HYPERFRAME_REGISTRY is not set" in unset.stderr
     assert silent.returncode == 2 and "no registry answers at http://127.0.0.1:9/v2/" in silent.stderr
     assert "must not run" not in unset.stderr + silent.stderr
+
+
+def test_a_release_push_goes_to_the_matrix_registry_only(tmp_path: Path) -> None:
+    repo = _repo_copy(tmp_path)
+    result = _run(repo, "--push", HYPERFRAME_BIN_CACHE=str(_fake_tools(tmp_path)), REGISTRY="example.com/x")
+    if _root_problem() is not None or shutil.which("runc") is None:
+        assert result.returncode == 3
+        return
+    assert result.returncode == 2
+    assert "change registry: in images/matrix.yaml instead of REGISTRY" in result.stderr
+    assert "must not run" not in result.stderr
