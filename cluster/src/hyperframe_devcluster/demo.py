@@ -158,17 +158,20 @@ def demo_job(
     spec["runtimeRef"] = {"name": runtime}
     spec["frames"]["frames"] = frames
     spec["volumes"] = [{"name": "checkpoints", "hostPath": {"path": str(checkpoints), "type": "Directory"}}]
-    spec["checkpoint"] = {"volume": "checkpoints", "everyFrames": every_frames}
+    spec["frames"]["checkpoint"] = {"volume": "checkpoints", "everyFrames": every_frames}
     return job
 
 
 def _watch(kubectl: Kubectl, namespace: str, name: str, timeout_s: float) -> str:
     deadline = time.monotonic() + timeout_s
     last = ""
+    columns = "custom-columns=NAME:.metadata.name,PHASE:.status.phase,FRAME:.status.progress.frame,"
+    columns += "FRAMES:.spec.frames.frames,LOSS:.status.progress.loss,RESTARTS:.status.restarts"
+    started = time.monotonic()
     while time.monotonic() < deadline:
-        line = kubectl.run("get", "hfj", name, "-n", namespace, "--no-headers", check=False).stdout.strip()
+        line = kubectl.run("get", "hfj", name, "-n", namespace, "-o", columns, check=False).stdout.strip()
         if line and line != last:
-            print(line, flush=True)
+            print(f"[{time.monotonic() - started:5.0f}s]", line.splitlines()[-1], flush=True)
             last = line
         phase = kubectl.run(
             "get", "hfj", name, "-n", namespace, "-o", "jsonpath={.status.phase}", check=False
