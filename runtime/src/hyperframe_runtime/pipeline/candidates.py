@@ -67,6 +67,8 @@ def candidate_plans(config: TrainConfig) -> tuple[list[Candidate], dict[str, Fra
     for name, torch_name, per_rank in _ORDER:
         if per_rank not in allowed:
             continue
+        if name == "interleaved1f1b" and m % p:
+            continue  # torch's runtime needs m a multiple of p (as the interleaved1f1b policy)
         if not torch_name:
             placement = Placement.vshape(p) if per_rank == 2 else Placement.one_per_rank(p)
             candidates.append(Candidate(name, placement))

@@ -240,7 +240,7 @@ class FrameLoop:
         replan_due = False
         if self.selector is not None and choice is not None:
             replan_due = self.selector.observe_drift(max(s.drift for s in summaries))
-        need_records = self.trace is not None or (choice is not None and choice.gather) or replan_due
+        need_records = bool(config.trace_dir) or (choice is not None and choice.gather) or replan_due
         ranks: list[RankFrame] = []
         if need_records:
             gathered: list[RankFrame | None] = [None] * dist.get_world_size()
