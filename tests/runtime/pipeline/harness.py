@@ -81,7 +81,9 @@ def _train_case(case: dict[str, Any], out: Path) -> None:
     while loop.frames_done < config.frames:
         if case.get("replan_to") is not None and loop.frames_done == case["replan_to"]["frame"]:
             costs = CostModel.from_mapping(case["replan_to"]["costs"])
-            placement = Placement.one_per_rank(config.pipeline) if costs.num_stages == config.pipeline else None
+            placement = (
+                Placement.one_per_rank(config.pipeline) if costs.num_stages == config.pipeline else None
+            )
             loop.set_plan(plan_from_costs(config, placement or loop.plan.placement, costs))
         losses.append(loop.run_frame().loss)
         digests.append(orders_digest(loop.plan.orders))

@@ -43,7 +43,9 @@ def test_v_stage_all_reduce_overlaps_the_remaining_compute(tmp_path: Path) -> No
     reduce3 = next(e for e in slices if e["name"] == "all-reduce stage 3")
     reduce0 = next(e for e in slices if e["name"] == "all-reduce stage 0")
     last_compute_end = max(e["ts"] + e["dur"] for e in compute)
-    assert reduce3["ts"] < last_compute_end, "stage 3's all-reduce did not start before rank 0's compute ended"
+    assert reduce3["ts"] < last_compute_end, (
+        "stage 3's all-reduce did not start before rank 0's compute ended"
+    )
     assert any(e["args"]["stage"] == 0 and e["ts"] > reduce3["ts"] for e in compute)
     assert reduce0["ts"] >= reduce3["ts"]
 
@@ -51,11 +53,19 @@ def test_v_stage_all_reduce_overlaps_the_remaining_compute(tmp_path: Path) -> No
     ops = [json.loads(line) for line in (tmp_path / "trace" / "ops.jsonl").read_text().splitlines()]
     window = [
         RankFrame(
-            rank=o["rank"], pp_rank=o["rank"] % 2, dp_rank=o["rank"] // 2,
-            records=[tuple(r) for r in o["records"]], reduces=[tuple(r) for r in o["reduces"]],
-            losses=[], wall_start=0.0, pipeline_s=o["frame_s"], dp_wait_s=o["dp_wait_s"],
-            frame_s=o["frame_s"], peak_memory_bytes=0, frame=o["frame"],
-        )  # fmt: skip
+            rank=o["rank"],
+            pp_rank=o["rank"] % 2,
+            dp_rank=o["rank"] // 2,
+            records=[tuple(r) for r in o["records"]],
+            reduces=[tuple(r) for r in o["reduces"]],
+            losses=[],
+            wall_start=0.0,
+            pipeline_s=o["frame_s"],
+            dp_wait_s=o["dp_wait_s"],
+            frame_s=o["frame_s"],
+            peak_memory_bytes=0,
+            frame=o["frame"],
+        )
         for o in ops
     ]
     costs = calibrate(window, Placement.vshape(2)).costs

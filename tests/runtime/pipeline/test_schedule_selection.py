@@ -38,7 +38,12 @@ def test_a_forced_bad_plan_is_abandoned_for_the_faster_measured_schedule(tmp_pat
     run_harness(
         2,
         [
-            {"kind": "select", "name": "forced", "config": _config("hyperframe", frames), "forced": ["hyperframe-1"]},
+            {
+                "kind": "select",
+                "name": "forced",
+                "config": _config("hyperframe", frames),
+                "forced": ["hyperframe-1"],
+            },
             {"kind": "train", "name": "plain", "config": _config("1f1b", frames)},
         ],
         tmp_path,

@@ -285,10 +285,12 @@ class FrameLoop:
         placement = self.plan.placement
         if ranks and not choice.warm and (choice.gather or replan_due):
             window = self._windows[placement]
+            if replan_due:  # the costs changed: calibrate from now on
+                window.clear()
             window.extend(ranks)
             frames = sorted({r.frame for r in window})[-_WINDOW_FRAMES:]
             window[:] = [r for r in window if r.frame in frames]
-            calibration = calibrate(window if not replan_due else ranks, placement)
+            calibration = calibrate(window, placement)
             self.calibrations[placement] = calibration
             selector.calibrated.add(placement)
             for name in selector.ready:
@@ -300,9 +302,7 @@ class FrameLoop:
             target = selector.replan_target()
             targets = [target] if target else []
         if targets:
-            job = planning_job(
-                self.config, {n: selector.placement_of(n) for n in targets}, self.calibrations
-            )
+            job = planning_job(self.config, {n: selector.placement_of(n) for n in targets}, self.calibrations)
             if job.requests:
                 selector.planning_started()
                 if self.planner is not None:
@@ -314,10 +314,27 @@ class FrameLoop:
             self._answer = None
             outcomes, planner_s = box[0]
             self._replans += 1
+            fresh = []
             for outcome in outcomes:
-                self._plans[outcome.name] = plan_from_outcome(self.config, outcome, replans=self._replans)
-                selector.predicted[outcome.name] = self._predict_plan(self._plans[outcome.name])
-            selector.plans_ready([o.name for o in outcomes])
+                plan = plan_from_outcome(self.config, outcome, replans=self._replans)
+                self._plans[outcome.name] = plan
+                selector.predicted[outcome.name] = self._predict_plan(plan)
+                twin = next(
+                    (
+                        n
+                        for n, other in self._plans.items()
+                        if n != outcome.name
+                        and n in selector.ready
+                        and other.placement == plan.placement
+                        and other.orders == plan.orders
+                    ),
+                    "",
+                )
+                if twin:
+                    selector.duplicate(outcome.name, twin)
+                else:
+                    fresh.append(outcome.name)
+            selector.plans_ready(fresh)
         for event in selector.events:
             self.result.events.append(f"frame {self.frames_done}: {event}")
             if self.is_reporter:

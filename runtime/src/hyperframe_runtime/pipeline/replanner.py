@@ -26,6 +26,7 @@ from hyperframe_runtime.schedule.planner import plan
 
 __all__ = ["BackgroundPlanner", "PlanJob", "PlanOutcome", "PlanRequest", "run_job"]
 
+
 @dataclass(frozen=True)
 class PlanRequest:
     """Plan ``name`` on ``placement``: once per entry of ``variants`` ((split backward?, costs))."""

@@ -11,7 +11,7 @@ policy treats its own plans and torch's schedules as candidates and keeps the fa
    frame. When the planner's candidate on a placement is next, it is planned in the background
    from the costs measured so far; while it plans, the frames run the best schedule measured on
    the current placement (not exploring: that is what would run anyway).
-2. **Exploit.** The fastest median wins and every following frame runs it. When the winner is not
+2. **Exploit.** The fastest (by :func:`_estimate`) wins and every following frame runs it. When the winner is not
    the planner's plan the log says so, with the measured and predicted frame times of both.
 3. **Re-check on drift.** Each frame every rank compares its measured op costs with those the
    running schedule was measured or planned with. When the largest relative drift exceeds
@@ -44,7 +44,7 @@ __all__ = [
     "Step",
 ]
 
-MEASURED_FRAMES: Final = 2
+MEASURED_FRAMES: Final = 3
 """Measured frames per candidate while exploring (and per challenger after a re-plan)."""
 DROP_RATIO: Final = 1.25
 """A candidate whose first measured frame is this many times the best median is not measured again."""
@@ -55,7 +55,17 @@ project single frames swing by more than 10 % without any change in the work."""
 DRIFT_FRAMES: Final = 5
 """Consecutive drifted frames before a re-plan (one noisy frame is not a change)."""
 _RECENT: Final = 5
-"""Frames of the winner's recent median that a challenger is compared against."""
+"""Frames of the winner's recent history that a challenger is compared against."""
+
+
+def _estimate(times: Sequence[float]) -> float:
+    """A schedule's frame time from its measured frames: the fastest one.
+
+    Interference from other work on the host only ever slows a frame down, in bursts, so with
+    the few frames exploring can afford the fastest is the steadiest estimate of what the
+    schedule itself costs (the median of three frames moves with one slow burst).
+    """
+    return min(times)
 
 
 @dataclass(frozen=True)
@@ -142,7 +152,9 @@ class ScheduleSelector:
         placement = self.placement_of(name)
         warm = placement != self.placement
         # Frames that run the best schedule so far while the planner plans are not exploring.
-        measuring = name == self.challenger or (not self.winner and bool(self._queue) and name == self._queue[0])
+        measuring = name == self.challenger or (
+            not self.winner and bool(self._queue) and name == self._queue[0]
+        )
         gather = not warm and (measuring or placement not in self.calibrated)
         return Step(name=name, warm=warm, exploring=measuring or warm, gather=gather)
 
@@ -166,7 +178,7 @@ class ScheduleSelector:
         if not measured:
             return ""
         here = [n for n in measured if self.placement_of(n) == prefer]
-        return min(here or measured, key=lambda n: statistics.median(self.times[n]))
+        return min(here or measured, key=lambda n: _estimate(self.times[n]))
 
     # ---- what happened ---------------------------------------------------------------------------
     def observe(self, step: Step, frame_s: float) -> None:
@@ -189,7 +201,7 @@ class ScheduleSelector:
             return
         if self._queue and self._queue[0] == step.name:
             best = self._best_measured()
-            best_t = statistics.median(self.times[best]) if best and best != step.name else None
+            best_t = _estimate(self.times[best]) if best and best != step.name else None
             if len(times) == 1 and best_t is not None and frame_s > DROP_RATIO * best_t:
                 self._queue.pop(0)
                 self.events.append(
@@ -222,6 +234,13 @@ class ScheduleSelector:
             elif self.winner:
                 self._recent = []
 
+    def duplicate(self, name: str, twin: str) -> None:
+        """The planner's plan ``name`` is the very order of ``twin``: measuring it again would
+        only measure noise, so it is not measured (and does not challenge)."""
+        self._planning = False
+        self._dropped.add(name)
+        self.events.append(f"{name} planned the same order as {twin}; not measured separately")
+
     def observe_drift(self, drift: float) -> bool:
         """Feed the largest relative cost drift of the frame; True when a re-plan is due now."""
         if not self.winner or self._planning or self.challenger:
@@ -239,9 +258,9 @@ class ScheduleSelector:
 
     # ---- decisions -----------------------------------------------------------------------------
     def _decide(self) -> str:
-        measured = {n: statistics.median(t) for n, t in self.times.items() if t and n not in self._dropped}
+        measured = {n: _estimate(t) for n, t in self.times.items() if t and n not in self._dropped}
         if not measured:
-            measured = {n: statistics.median(t) for n, t in self.times.items() if t}
+            measured = {n: _estimate(t) for n, t in self.times.items() if t}
         self.winner = min(measured, key=lambda n: measured[n])
         ranking = ", ".join(f"{n} {1e3 * t:.1f} ms" for n, t in sorted(measured.items(), key=lambda x: x[1]))
         self.events.append(f"explored {len(measured)} schedules ({ranking}); running {self.winner}")
@@ -252,8 +271,8 @@ class ScheduleSelector:
         return self.winner
 
     def _settle_challenge(self, name: str) -> None:
-        challenger_t = statistics.median(self.times[name])
-        base = statistics.median(self._recent) if self._recent else float("inf")
+        challenger_t = _estimate(self.times[name])
+        base = _estimate(self._recent) if self._recent else float("inf")
         if challenger_t < base:
             self.events.append(
                 f"re-planned {name} measured {1e3 * challenger_t:.1f} ms against {self.winner}'s "
@@ -290,5 +309,5 @@ class ScheduleSelector:
         median); frames faster than the median count negative, so timing noise cancels out."""
         if not self.winner or not self.explore_s:
             return 0.0
-        ref = statistics.median(self._recent or self.times.get(self.winner) or self.explore_s)
+        ref = statistics.median(self._recent or self.times.get(self.winner) or self.explore_s)  # typical pace
         return sum(t - ref for t in self.explore_s)
