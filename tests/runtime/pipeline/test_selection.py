@@ -119,3 +119,16 @@ def test_a_plan_identical_to_a_measured_schedule_is_not_measured_again() -> None
             selector.duplicate("hyperframe-1", "1f1b")
     assert "hyperframe-1" not in ran and "zbv" in ran
     assert any("same order as 1f1b" in e for e in selector.events)
+
+
+def test_a_placement_predicted_well_slower_is_not_moved_to() -> None:
+    selector = _selector()
+    selector.predicted["zbv"] = 0.080  # > SKIP_RATIO x the 0.050 measured for 1F1B
+    ran = _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": 0.040}, 10)
+    assert "zbv" not in ran and selector.winner == "1f1b"
+    assert any(e.startswith("skipped zbv") for e in selector.events)
+    # Predicted within the ratio: measured after all (and here it wins).
+    selector = _selector()
+    selector.predicted["zbv"] = 0.052
+    assert "zbv" in _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": 0.040}, 14)
+    assert selector.winner == "zbv"

@@ -146,25 +146,36 @@ def predict_frame_s(
 
 
 def restage(costs: CostModel, num_stages: int) -> CostModel:
-    """The costs of the same layers cut into ``num_stages`` stages (adjacent stages summed).
+    """The costs of the same layers cut into ``num_stages`` stages.
 
-    Only merging is supported: ``num_stages`` must divide the measured stage count.
+    Coarser (``num_stages`` divides the measured count): adjacent stages summed. Finer (the
+    measured count divides ``num_stages``): each stage's cost shared evenly by its parts, an
+    estimate (the layers of a stage are taken as equal) used only to predict, never to plan.
     """
     n = costs.num_stages
     if num_stages == n:
         return costs
-    if n % num_stages:
+    if n % num_stages == 0:
+        k = n // num_stages
+
+        def merged(values: tuple[float, ...]) -> tuple[float, ...]:
+            return tuple(sum(values[i : i + k]) for i in range(0, n, k)) if values else ()
+
+        change = merged
+    elif num_stages % n == 0:
+        k = num_stages // n
+
+        def split(values: tuple[float, ...]) -> tuple[float, ...]:
+            return tuple(v / k for v in values for _ in range(k)) if values else ()
+
+        change = split
+    else:
         raise ValueError(f"cannot restage {n} measured stages into {num_stages}")
-    k = n // num_stages
-
-    def merged(values: tuple[float, ...]) -> tuple[float, ...]:
-        return tuple(sum(values[i : i + k]) for i in range(0, n, k)) if values else ()
-
     return replace(
         costs,
-        forward=merged(costs.forward),
-        backward_input=merged(costs.backward_input),
-        backward_weight=merged(costs.backward_weight),
-        allreduce=merged(costs.allreduce),
-        activation=merged(costs.activation),
+        forward=change(costs.forward),
+        backward_input=change(costs.backward_input),
+        backward_weight=change(costs.backward_weight),
+        allreduce=change(costs.allreduce),
+        activation=change(costs.activation),
     )

@@ -62,7 +62,7 @@ __all__ = ["FrameLoop", "TrainResult", "train"]
 
 log = logging.getLogger("hyperframe.train")
 
-_WINDOW_FRAMES: Final = 4
+_WINDOW_FRAMES: Final = 8
 """Measured frames per placement kept for calibration (per replica)."""
 
 
@@ -441,7 +441,8 @@ def _resume_plan(saved: FramePlan, fresh: FramePlan) -> FramePlan:
 def _any_calibration(placement: Placement, loop: FrameLoop) -> Calibration | None:
     same = [c for known, c in loop.calibrations.items() if known.num_stages == placement.num_stages]
     finer = [c for known, c in loop.calibrations.items() if known.num_stages % placement.num_stages == 0]
-    found = same or finer
+    coarser = [c for known, c in loop.calibrations.items() if placement.num_stages % known.num_stages == 0]
+    found = same or finer or coarser
     return found[0] if found else None
 
 

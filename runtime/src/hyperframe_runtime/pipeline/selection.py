@@ -47,7 +47,14 @@ __all__ = [
 MEASURED_FRAMES: Final = 3
 """Measured frames per candidate while exploring (and per challenger after a re-plan)."""
 DROP_RATIO: Final = 1.25
-"""A candidate whose first measured frame is this many times the best median is not measured again."""
+"""A candidate whose first measured frame is this many times the best is not measured again."""
+SKIP_RATIO: Final = 1.10
+"""A candidate on a placement not yet measured is not measured at all when the calibrated cost
+model predicts it (and every other candidate on that placement) above this many times the best
+measured schedule: moving the stages there and back costs more than it could win."""
+CALIBRATE_EVERY: Final = 10
+"""While exploiting, one frame in this many gathers the op timings to keep the calibration (and
+so the predicted frame time) current."""
 DRIFT_THRESHOLD: Final = 0.20
 """Relative drift of a stage's measured op cost (per micro-batch, F + B) from the costs the running
 schedule was calibrated with that counts as a cost change. 20 %: on the shared CPU hosts of this
@@ -120,6 +127,7 @@ class ScheduleSelector:
     _dropped: set[str] = field(default_factory=set)
     _planning: bool = False
     _first: bool = True
+    _since_gather: int = 0
     _drifted: int = 0
     _since_plan: int = 0
     _recent: list[float] = field(default_factory=list)
@@ -155,7 +163,12 @@ class ScheduleSelector:
         measuring = name == self.challenger or (
             not self.winner and bool(self._queue) and name == self._queue[0]
         )
-        gather = not warm and (measuring or placement not in self.calibrated)
+        self._since_gather += 1
+        gather = not warm and (
+            measuring or placement not in self.calibrated or self._since_gather >= CALIBRATE_EVERY
+        )
+        if gather:
+            self._since_gather = 0
         return Step(name=name, warm=warm, exploring=measuring or warm, gather=gather)
 
     def _choose(self) -> str:
@@ -166,12 +179,37 @@ class ScheduleSelector:
             if head in self._dropped:
                 self._queue.pop(0)
                 continue
+            if self._not_worth_moving(head):
+                self._queue.pop(0)
+                continue
             if head in self.ready:
                 return head
             # The planner's candidate is being planned: run the best measured schedule on the
             # current placement meanwhile (no move), else the best measured anywhere.
             return self._best_measured(prefer=self.placement) or head
         return self._decide()
+
+    def _not_worth_moving(self, name: str) -> bool:
+        """Skip ``name`` when its placement was never measured and the model predicts every
+        candidate there well above the best measured schedule (see :data:`SKIP_RATIO`)."""
+        placement = self.placement_of(name)
+        if placement == self.placement or any(self.placement_of(n) == placement for n in self.times):
+            return False
+        best = self._best_measured()
+        there = [c.name for c in self.candidates if c.placement == placement and not c.is_planner]
+        predicted = [self.predicted.get(n) for n in there]
+        if not best or not there or any(p is None or p <= 0 for p in predicted):
+            return False
+        limit = SKIP_RATIO * _estimate(self.times[best])
+        if min(p for p in predicted if p is not None) <= limit:
+            return False
+        self._dropped.add(name)
+        self.events.append(
+            f"skipped {name}: the cost model predicts "
+            + ", ".join(f"{n} {1e3 * (self.predicted[n]):.1f} ms" for n in there)
+            + f" on its placement, over {SKIP_RATIO}x the best measured ({best} {1e3 * _estimate(self.times[best]):.1f} ms)"
+        )
+        return True
 
     def _best_measured(self, prefer: Placement | None = None) -> str:
         measured = [n for n, t in self.times.items() if t and n not in self._dropped]
