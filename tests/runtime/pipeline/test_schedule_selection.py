@@ -34,7 +34,7 @@ def _config(policy: str, frames: int) -> dict[str, Any]:
 
 
 def test_a_forced_bad_plan_is_abandoned_for_the_faster_measured_schedule(tmp_path: Path) -> None:
-    frames = 10
+    frames = 14
     run_harness(
         2,
         [
@@ -51,14 +51,15 @@ def test_a_forced_bad_plan_is_abandoned_for_the_faster_measured_schedule(tmp_pat
     run = json.loads((tmp_path / "forced.json").read_text())
     plain = json.loads((tmp_path / "plain.json").read_text())
 
-    # Both candidates were measured, the bad plan lost and the log says so and why.
-    assert "hyperframe-1" in run["schedules"] and "1f1b" in run["schedules"]
-    assert run["winner"] == "1f1b"
+    # Every candidate was measured, the bad plan lost and the log says so and why.
+    assert {"hyperframe-1", "1f1b", "gpipe"} <= set(run["schedules"])
+    winner = run["winner"]
+    assert winner in ("1f1b", "gpipe")  # the same overlap here; either may measure faster
     lost = [e for e in run["events"] if "hyperframe-1 lost" in e]
-    assert lost and "measured" in lost[0] and "training runs on 1f1b" in lost[0]
+    assert lost and "measured" in lost[0] and f"training runs on {winner}" in lost[0]
     # After exploring, every frame runs the winner.
     last_explore = max(i for i, e in enumerate(run["exploring"]) if e)
-    assert set(run["schedules"][last_explore + 1 :]) == {"1f1b"}
+    assert set(run["schedules"][last_explore + 1 :]) == {winner}
     assert last_explore < frames - 2
     # Switching schedules never changes the training: the losses equal plain 1F1B's.
     assert run["losses"] == pytest.approx(plain["losses"], abs=1e-6)

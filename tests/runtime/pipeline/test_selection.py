@@ -38,15 +38,24 @@ def _run(selector: ScheduleSelector, times: dict[str, float], frames: int) -> li
 
 def test_candidates_follow_the_layout() -> None:
     auto, _ = candidate_plans(TrainConfig(pipeline=2, n_layers=4, microbatches_per_frame=4, replan_every=1))
-    assert [c.name for c in auto] == ["1f1b", "hyperframe-1", "interleaved1f1b", "zbv", "hyperframe-v"]
+    assert [c.name for c in auto] == [
+        "1f1b",
+        "gpipe",
+        "hyperframe-1",
+        "interleaved1f1b",
+        "zbv",
+        "hyperframe-v",
+    ]
     pinned, plans = candidate_plans(TrainConfig(pipeline=2, n_layers=4, stages_per_rank=1, replan_every=1))
-    assert [c.name for c in pinned] == ["1f1b", "hyperframe-1"] and set(plans) == {"1f1b"}
+    assert [c.name for c in pinned] == ["1f1b", "gpipe", "hyperframe-1"] and set(plans) == {"1f1b", "gpipe"}
+    gpu, _ = candidate_plans(TrainConfig(pipeline=2, n_layers=4, device="cuda", replan_every=1))
+    assert "gpipe" not in [c.name for c in gpu]  # all activations in flight: not without a limit
     odd_m, _ = candidate_plans(TrainConfig(pipeline=2, n_layers=4, microbatches_per_frame=3, replan_every=1))
     assert "interleaved1f1b" not in [c.name for c in odd_m]  # needs m a multiple of p
     two_layers, _ = candidate_plans(
         TrainConfig(pipeline=2, n_layers=2, stages_per_rank=1, microbatches_per_frame=4, replan_every=1)
     )
-    assert [c.placement.num_stages for c in two_layers] == [2, 2]  # 2 layers cannot make a V of 4
+    assert [c.placement.num_stages for c in two_layers] == [2, 2, 2]  # 2 layers cannot make a V of 4
 
 
 def test_explores_in_order_then_runs_the_fastest_and_says_why_the_plan_lost() -> None:

@@ -2,7 +2,8 @@
 
 Candidates (``pipeline.selection``), where the layout allows them:
 
-- ``1f1b`` and ``hyperframe-1`` (the planner's) on one stage per rank;
+- ``1f1b``, ``gpipe`` and ``hyperframe-1`` (the planner's) on one stage per rank (``gpipe`` holds
+  all m micro-batches' activations at once, so on a GPU only when ``memory_limit`` allows it);
 - ``zbv`` and ``hyperframe-v`` on the V (two stages per rank);
 - ``interleaved1f1b`` on the looped placement (two stages per rank; m a multiple of p).
 
@@ -40,6 +41,7 @@ __all__ = ["candidate_plans", "hyperframe_candidates", "plan_from_outcome", "pla
 
 _ORDER: Final[tuple[tuple[str, str, int], ...]] = (
     ("1f1b", "1F1B", 1),
+    ("gpipe", "GPipe", 1),
     ("hyperframe-1", "", 1),
     ("interleaved1f1b", "Interleaved1F1B", 2),
     ("zbv", "ZBVZeroBubble", 2),
@@ -69,6 +71,8 @@ def candidate_plans(config: TrainConfig) -> tuple[list[Candidate], dict[str, Fra
             continue
         if name == "interleaved1f1b" and m % p:
             continue  # torch's runtime needs m a multiple of p (as the interleaved1f1b policy)
+        if name == "gpipe" and config.device != "cpu" and not config.memory_limit:
+            continue  # all m activations in flight: on an accelerator only under an explicit limit
         if not torch_name:
             placement = Placement.vshape(p) if per_rank == 2 else Placement.one_per_rank(p)
             candidates.append(Candidate(name, placement))
