@@ -2,8 +2,9 @@
 
 The planner's candidate is forced to a deliberately bad plan (every micro-batch through the
 whole pipeline before the next starts: no overlap at all). The ops of the model sleep, so that
-plan is slower than 1F1B by construction on any machine. The run must measure it, say in the log
-that it lost and why, and train on the faster schedule; the losses stay those of 1F1B alone.
+plan is slower than 1F1B and GPipe by construction on any machine. The run must measure it, say
+in the log that it lost and why, and train on the faster schedule; the losses stay those of 1F1B
+alone.
 """
 
 from __future__ import annotations
