@@ -1,6 +1,7 @@
 """Real CPU runs (gloo): the default ``hyperframe`` policy against every torch schedule, measured.
 
-    python -m bench real_cpu [--rows cpu-tiny,cpu-2node,cpu-large] [--frames 60] [--repeats 2] [--json]
+    python -m bench real_cpu            # every row, as `make bench` runs it
+    python -m bench.real_cpu [--rows cpu-tiny,cpu-2node,cpu-large] [--frames 60] [--repeats 2] [--json]
 
 NOISY CPU: the ranks share the host's cores with everything else running on it. Read the ratios
 within one run, with the noise printed next to them, not the absolute times.
@@ -39,8 +40,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from hyperframe_runtime.config import TrainConfig
-from hyperframe_runtime.pipeline.frame_loop import FrameLoop, _exchange
-from hyperframe_runtime.pipeline.metrics import RankFrame
+from hyperframe_runtime.pipeline.frame_loop import FrameLoop
+from hyperframe_runtime.pipeline.metrics import RankFrame, exchange_summaries
 
 TORCH_POLICIES = ("gpipe", "1f1b", "interleaved1f1b", "zbv")
 
@@ -131,7 +132,7 @@ def _exchange_cost(loop: FrameLoop, rounds: int = 20) -> tuple[float, float]:
     dist.barrier()
     start = time.perf_counter()
     for _ in range(rounds):
-        _exchange(mine.summary())
+        exchange_summaries(mine.summary())
     after = (time.perf_counter() - start) / rounds
     return before, after
 

@@ -44,6 +44,7 @@ from hyperframe_runtime.pipeline.metrics import (
     FrameMetrics,
     RankFrame,
     RankSummary,
+    exchange_summaries,
     metrics_from_summaries,
     peak_memory_bytes,
     reset_peak_memory,
@@ -51,7 +52,7 @@ from hyperframe_runtime.pipeline.metrics import (
 from hyperframe_runtime.pipeline.planning import FramePlan, initial_plan, plan_from_costs
 from hyperframe_runtime.pipeline.replanner import BackgroundPlanner, PlanOutcome
 from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
-from hyperframe_runtime.pipeline.stages import StageSet
+from hyperframe_runtime.pipeline.stages import StageContext, StageSet
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
 from hyperframe_runtime.pipeline.trace import TraceWriter
 from hyperframe_runtime.progress import ProgressUpdate, report
@@ -128,15 +129,8 @@ class FrameLoop:
         elif saved is not None:
             self.plan = _resume_plan(saved, self.plan)
 
-        self.stages = StageSet.build(
-            config=config,
-            spec=self.spec,
-            placement=self.plan.placement,
-            pp_rank=self.topology.pp_rank,
-            groups=self.groups,
-            device=self.device,
-            orders=self.plan.orders,
-        )
+        self._context = StageContext(config, self.spec, self.topology.pp_rank, self.groups, self.device)
+        self.stages = StageSet.build(self._context, self.plan.placement, self.plan.orders)
         if snapshot is not None:
             checkpoint.load_snapshot(snapshot, modules=self.stages.modules, optimizer=self.stages.optimizer)
             self.frames_done = snapshot.frames_done
@@ -151,6 +145,7 @@ class FrameLoop:
         self._predicted: dict[tuple[int, int], float] = {}
         self._frames_on_plan = 0
         self._replans = 0
+        self._cost_logged = False
 
     # ---- state the tests and checkpoints read ----------------------------------------------------
     @property
@@ -178,15 +173,7 @@ class FrameLoop:
     def set_plan(self, plan: FramePlan) -> None:
         """Run ``plan`` from the next frame on (collective: every rank passes the same plan)."""
         if plan.placement != self.stages.placement:
-            self.stages = self.stages.moved_to(
-                config=self.config,
-                spec=self.spec,
-                placement=plan.placement,
-                pp_rank=self.topology.pp_rank,
-                groups=self.groups,
-                device=self.device,
-                orders=plan.orders,
-            )
+            self.stages = self.stages.moved_to(self._context, plan.placement, plan.orders)
         elif plan.orders != self.plan.orders:
             self.stages.executor.set_orders(plan.orders)
         if plan is not self.plan:
@@ -229,7 +216,7 @@ class FrameLoop:
         summary = replace(
             mine.summary(), drift=self._drift(mine), flag=1.0 if self._answer is not None else 0.0
         )
-        summaries = _exchange(summary)
+        summaries = exchange_summaries(summary)
         metrics = metrics_from_summaries(
             self.frames_done,
             summaries,
@@ -347,7 +334,7 @@ class FrameLoop:
     def _log_exploration_cost(self) -> None:
         selector = self.selector
         assert selector is not None
-        if getattr(self, "_cost_logged", False):
+        if self._cost_logged:
             return
         self._cost_logged = True
         cost = selector.exploration_cost_s() + sum(m.replan_s for m in self.result.metrics)
@@ -444,16 +431,6 @@ def _any_calibration(placement: Placement, loop: FrameLoop) -> Calibration | Non
     coarser = [c for known, c in loop.calibrations.items() if placement.num_stages % known.num_stages == 0]
     found = same or finer or coarser
     return found[0] if found else None
-
-
-def _exchange(summary: RankSummary) -> list[RankSummary]:
-    """All-gather every rank's summary (a few floats each; the only per-frame collective)."""
-    mine = torch.tensor(summary.to_list(), dtype=torch.float64)
-    if dist.get_backend() == "nccl":
-        mine = mine.cuda()
-    out = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
-    dist.all_gather(out, mine)
-    return [RankSummary.from_list(t.cpu().tolist()) for t in out]
 
 
 def train(

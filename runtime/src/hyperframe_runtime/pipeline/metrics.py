@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from hyperframe_runtime.pipeline.executor import FrameRun
 
@@ -38,6 +39,7 @@ __all__ = [
     "FrameMetrics",
     "RankFrame",
     "RankSummary",
+    "exchange_summaries",
     "frame_metrics",
     "metrics_from_summaries",
     "peak_memory_bytes",
@@ -204,3 +206,13 @@ def peak_memory_bytes(device: torch.device) -> int:
 def reset_peak_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+
+def exchange_summaries(summary: RankSummary) -> list[RankSummary]:
+    """All-gather every rank's summary (a few floats each; the only per-frame collective)."""
+    mine = torch.tensor(summary.to_list(), dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        mine = mine.cuda()
+    out = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, mine)
+    return [RankSummary.from_list(t.cpu().tolist()) for t in out]

@@ -24,7 +24,18 @@ from hyperframe_runtime.pipeline.executor import PipelineExecutor
 from hyperframe_runtime.pipeline.topology import ParallelGroups
 from hyperframe_runtime.schedule.ir import Orders, Placement
 
-__all__ = ["StageSet"]
+__all__ = ["StageContext", "StageSet"]
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What building this rank's stages needs besides the placement and the order."""
+
+    config: TrainConfig
+    spec: ModelSpec
+    pp_rank: int
+    groups: ParallelGroups
+    device: torch.device
 
 
 @dataclass
@@ -37,27 +48,18 @@ class StageSet:
     executor: PipelineExecutor
 
     @classmethod
-    def build(
-        cls,
-        *,
-        config: TrainConfig,
-        spec: ModelSpec,
-        placement: Placement,
-        pp_rank: int,
-        groups: ParallelGroups,
-        device: torch.device,
-        orders: Orders,
-    ) -> StageSet:
-        stages = placement.stages_of(pp_rank)
-        modules = {s: spec.build_stage(s, placement.num_stages).to(device) for s in stages}
+    def build(cls, context: StageContext, placement: Placement, orders: Orders) -> StageSet:
+        config, device = context.config, context.device
+        stages = placement.stages_of(context.pp_rank)
+        modules = {s: context.spec.build_stage(s, placement.num_stages).to(device) for s in stages}
         optimizer = torch.optim.AdamW([p for s in stages for p in modules[s].parameters()], lr=config.lr)
         executor = PipelineExecutor(
             stage_modules=modules,
             num_stages=placement.num_stages,
             num_microbatches=config.microbatches_per_frame,
-            loss_fn=spec.loss_fn,
-            pp_group=groups.pp_group,
-            dp_group=groups.dp_group,
+            loss_fn=context.spec.loss_fn,
+            pp_group=context.groups.pp_group,
+            dp_group=context.groups.dp_group,
             dp_size=config.data,
             device=device,
             orders=orders,
@@ -76,35 +78,19 @@ class StageSet:
                 )
         return out
 
-    def moved_to(
-        self,
-        *,
-        config: TrainConfig,
-        spec: ModelSpec,
-        placement: Placement,
-        pp_rank: int,
-        groups: ParallelGroups,
-        device: torch.device,
-        orders: Orders,
-    ) -> StageSet:
+    def moved_to(self, context: StageContext, placement: Placement, orders: Orders) -> StageSet:
         """This pipeline's parameters and optimizer state on ``placement`` (collective over the
         pipeline group; every pipeline rank calls it with the same placement)."""
+        pp_group = context.groups.pp_group
         gathered: list[dict[str, tuple[torch.Tensor, dict[str, Any]]] | None] = [None] * dist.get_world_size(
-            groups.pp_group
+            pp_group
         )
-        dist.all_gather_object(gathered, self.named_state(), group=groups.pp_group)
+        dist.all_gather_object(gathered, self.named_state(), group=pp_group)
         merged: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}
         for part in gathered:
             merged.update(part or {})
-        new = StageSet.build(
-            config=config,
-            spec=spec,
-            placement=placement,
-            pp_rank=pp_rank,
-            groups=groups,
-            device=device,
-            orders=orders,
-        )
+        new = StageSet.build(context, placement, orders)
+        device = context.device
         with torch.no_grad():
             for module in new.modules.values():
                 for name, param in module.named_parameters():
