@@ -1,24 +1,24 @@
-"""Real runs on CPU (gloo): HyperFrame planned from measured costs vs torch's ZBV and 1F1B.
+"""Real CPU runs (gloo): the default ``hyperframe`` policy against every torch schedule, measured.
 
-    .venv/bin/python bench/real_cpu.py [--ranks 2] [--rounds 8] [--json]
+    python -m bench real_cpu            # every row, as `make bench` runs it
+    python -m bench.real_cpu [--rows cpu-tiny,cpu-2node,cpu-large] [--frames 60] [--repeats 2] [--json]
 
-NOISY CPU: the ranks share the host's cores with everything else running on it; read the ratios,
-not the absolute times, and expect run-to-run spread of several percent.
+NOISY CPU: the ranks share the host's cores with everything else running on it. Read the ratios
+within one run, with the noise printed next to them, not the absolute times.
 
-What it does, on ``--ranks`` spawned gloo ranks and the built-in GPT:
+For each row (a layout and model), one group of spawned gloo ranks builds one ``FrameLoop`` per
+policy (its own model copy and optimizer, all through the same executor) and runs them frame by
+frame in turn, so load changes on the host hit every policy alike. ``hyperframe`` runs exactly as a
+user who keeps the default gets it (``replanEveryFrames: 1``): it measures the candidate schedules
+in its first frames, plans in the background and keeps the fastest. The whole run is repeated
+``--repeats`` times with the policy order reversed each time.
 
-1. Measure: run ``--warmup`` frames of HyperFrame (unit-cost plans, alternating split I/W and
-   fused B backwards) and take the per-stage median F, I, W and B seconds of all ranks (the
-   executor's own op timings). Done twice: on the V-shape
-   split (``hyperframe``, as ZBV) and on one stage per rank (``hyperframe-1``, as 1F1B).
-2. Plan: the HyperFrame planner orders the frame from those costs, split and fused, and keeps the
-   shorter predicted frame (exactly what re-planning does in training).
-3. Race: alternate one frame of each HyperFrame variant, torch ZBVZeroBubble (V-shape) and 1F1B
-   (textbook order, one stage per rank) for ``--rounds`` rounds; report each policy's median
-   frame (step) time, and the simulator's prediction for each order on the V-shape measured
-   costs (pairs of V stages summed for the one-stage-per-rank orders).
-
-All three run through the same executor; each has its own copy of the model and optimizer.
+Reported per row: each policy's median wall time per frame (every frame but the first, which
+every policy spends on torch's shape inference; hyperframe's exploring frames are included), the
+default's ratio to the best torch schedule per repeat, the spread of the frame times
+(interquartile range / median), what hyperframe chose and what its exploring cost, its
+predicted-vs-measured frame time once exploring ended, and the per-frame cost of the ranks'
+metrics exchange before (all-gathering every op record) and after (a fixed handful of floats).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import socket
 import statistics
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -39,97 +41,138 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.pipeline.frame_loop import FrameLoop
-from hyperframe_runtime.schedule.costs import CostModel
-from hyperframe_runtime.schedule.simulate import lb_tight, simulate
+from hyperframe_runtime.pipeline.metrics import RankFrame, exchange_summaries
 
-POLICIES = ("hyperframe", "hyperframe-1", "zbv", "1f1b")
-"""``hyperframe`` plans on the V-shape split (as ZBV); ``hyperframe-1`` on one stage per rank (as 1F1B)."""
+TORCH_POLICIES = ("gpipe", "1f1b", "interleaved1f1b", "zbv")
 
 
-def _config(args: argparse.Namespace, name: str) -> TrainConfig:
-    policy, _, stages = name.partition("-")
+@dataclass(frozen=True)
+class Row:
+    name: str
+    pipeline: int
+    data: int
+    model: dict[str, int]
+    microbatches: int
+    micro_batch_size: int
+    frames: int
+
+
+ROWS: dict[str, Row] = {
+    # examples/cpu-tiny.yaml: 2 ranks, tiny-gpt, 4 micro-batches of 2.
+    "cpu-tiny": Row(
+        "cpu-tiny",
+        2,
+        1,
+        {"n_layers": 4, "d_model": 64, "n_heads": 4, "vocab_size": 256, "seq_len": 32},
+        4,
+        2,
+        60,
+    ),
+    # examples/cpu-2node.yaml: pipeline 2 x data 2 (4 ranks), tiny-gpt.
+    "cpu-2node": Row(
+        "cpu-2node",
+        2,
+        2,
+        {"n_layers": 4, "d_model": 64, "n_heads": 4, "vocab_size": 256, "seq_len": 32},
+        4,
+        2,
+        40,
+    ),
+    # Compute dominates the per-op overhead.
+    "cpu-large": Row(
+        "cpu-large",
+        2,
+        1,
+        {"n_layers": 8, "d_model": 128, "n_heads": 4, "vocab_size": 512, "seq_len": 64},
+        8,
+        4,
+        24,
+    ),
+}
+
+
+def _config(row: Row, policy: str) -> TrainConfig:
     return TrainConfig(
-        stages_per_rank=int(stages or 0),
-        vocab_size=512,
-        seq_len=args.seq_len,
-        d_model=args.d_model,
-        n_heads=4,
-        n_layers=args.layers,
-        pipeline=args.ranks,
+        pipeline=row.pipeline,
+        data=row.data,
         policy=policy,  # type: ignore[arg-type]
-        microbatches_per_frame=args.microbatches,
-        micro_batch_size=args.micro_batch_size,
+        microbatches_per_frame=row.microbatches,
+        micro_batch_size=row.micro_batch_size,
         frames=10**6,
-        replan_every=args.warmup,  # hyperframe explores split and fused backwards until then
+        replan_every=1 if policy == "hyperframe" else 0,
         seed=1,
+        **row.model,  # type: ignore[arg-type]
     )
 
 
-def _worker(rank: int, args: argparse.Namespace, port: int, out: str) -> None:
+def _policies(row: Row) -> list[str]:
+    allowed = ["hyperframe", *TORCH_POLICIES]
+    if row.microbatches % row.pipeline:
+        allowed.remove("interleaved1f1b")
+    return allowed
+
+
+def _exchange_cost(loop: FrameLoop, rounds: int = 20) -> tuple[float, float]:
+    """Seconds per frame of the old (every op record) and new (a few floats) metrics exchange."""
+    last = loop.result.metrics[-1]
+    records = [
+        (0, "F", mb, 0.001 * mb, 0.001 * mb + 0.0005, 0.0)
+        for mb in range(6 * loop.config.microbatches_per_frame)
+    ]
+    mine = RankFrame(
+        rank=0, pp_rank=0, dp_rank=0, records=records, reduces=[], losses=[last.loss], wall_start=0.0,
+        pipeline_s=0.0, dp_wait_s=0.0, frame_s=last.frame_s, peak_memory_bytes=0,
+    )  # fmt: skip
+    out: list[RankFrame | None] = [None] * dist.get_world_size()
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        dist.all_gather_object(out, mine)
+    before = (time.perf_counter() - start) / rounds
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        exchange_summaries(mine.summary())
+    after = (time.perf_counter() - start) / rounds
+    return before, after
+
+
+def _worker(rank: int, row: Row, repeats: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=args.ranks, timeout=timedelta(minutes=10))
-    loops = {policy: FrameLoop(_config(args, policy)) for policy in POLICIES}
-    for name in ("hyperframe", "hyperframe-1"):
-        for _ in range(args.warmup):
-            loops[name].run_frame()
-        loops[name].replan()
-    plan = loops["hyperframe"].plan
-    for policy in ("zbv", "1f1b"):  # the first frame of a schedule includes torch's shape inference
-        loops[policy].run_frame()
-    times: dict[str, list[float]] = {policy: [] for policy in POLICIES}
-    for _ in range(args.rounds):
-        for policy in POLICIES:
-            times[policy].append(loops[policy].run_frame().frame_s)
+    world = row.pipeline * row.data
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(minutes=20))
+    policies = _policies(row)
+    runs = []
+    exchange: tuple[float, float] = (0.0, 0.0)
+    for repeat in range(repeats):
+        order = policies if repeat % 2 == 0 else policies[::-1]
+        loops = {policy: FrameLoop(_config(row, policy)) for policy in order}
+        for _ in range(row.frames):
+            for policy in order:
+                loops[policy].run_frame()
+        hyper = loops["hyperframe"]
+        selector = hyper.selector
+        assert selector is not None
+        runs.append(
+            {
+                "frame_s": {p: [m.frame_s for m in loops[p].result.metrics] for p in order},
+                "schedules": [m.schedule for m in hyper.result.metrics],
+                "exploring": [m.exploring for m in hyper.result.metrics],
+                "predicted_s": [m.predicted_frame_s for m in hyper.result.metrics],
+                "replan_s": [m.replan_s for m in hyper.result.metrics],
+                "winner": selector.winner,
+                "explore_cost_s": selector.exploration_cost_s()
+                + sum(m.replan_s for m in hyper.result.metrics),
+                "events": hyper.result.events,
+            }
+        )
+        exchange = _exchange_cost(hyper)
+        for loop in loops.values():
+            loop.close()
     if rank == 0:
-        costs = plan.costs
-        assert costs is not None
-        predicted = {}
-        for policy, loop in loops.items():
-            # Replay each order on the measured costs (1F1B's stages are two V stages each).
-            replay_costs = _merge_pairs(costs) if loop.plan.placement.num_stages == args.ranks else costs
-            sim = simulate(loop.plan.orders, loop.plan.placement, replay_costs, args.microbatches)
-            predicted[policy] = sim.makespan
-        result: dict[str, Any] = {
-            "label": "noisy CPU (shared cores); ratios matter, absolute times do not",
-            "ranks": args.ranks,
-            "microbatches": args.microbatches,
-            "model": {
-                "d_model": args.d_model,
-                "layers": args.layers,
-                "seq_len": args.seq_len,
-                "micro_batch_size": args.micro_batch_size,
-            },
-            "measured_costs_ms": {
-                "F": [round(1e3 * c, 3) for c in costs.forward],
-                "I": [round(1e3 * c, 3) for c in costs.backward_input],
-                "W": [round(1e3 * c, 3) for c in costs.backward_weight],
-            },
-            "hyperframe_split_backward": {
-                n: loops[n].plan.split_backward for n in ("hyperframe", "hyperframe-1")
-            },
-            "measured_p2p_ms": round(1e3 * costs.p2p, 3),
-            "lb_tight_ms": round(1e3 * lb_tight(costs, plan.placement, args.microbatches), 3),
-            "predicted_ms": {p: round(1e3 * v, 3) for p, v in predicted.items()},
-            "median_step_ms": {p: round(1e3 * statistics.median(v), 3) for p, v in times.items()},
-            "step_ms_all": {p: [round(1e3 * x, 2) for x in v] for p, v in times.items()},
-        }
-        Path(out).write_text(json.dumps(result), encoding="utf-8")
-    for loop in loops.values():
-        loop.close()
+        Path(out).write_text(json.dumps({"runs": runs, "exchange_s": exchange}), encoding="utf-8")
     dist.destroy_process_group()
-
-
-def _merge_pairs(costs: CostModel) -> CostModel:
-    # A 1F1B stage holds the layers of two adjacent V-shape stages (2r and 2r + 1).
-    def merged(values: tuple[float, ...]) -> tuple[float, ...]:
-        return tuple(values[i] + values[i + 1] for i in range(0, len(values), 2))
-
-    return CostModel(
-        forward=merged(costs.forward),
-        backward_input=merged(costs.backward_input),
-        backward_weight=merged(costs.backward_weight),
-    )
 
 
 def _free_port() -> int:
@@ -138,38 +181,103 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--warmup", type=int, default=4, help="frames measured before planning (>= 2)")
-    parser.add_argument("--microbatches", type=int, default=8)
-    parser.add_argument("--micro-batch-size", type=int, default=4)
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--json", action="store_true", help="print the raw JSON result only")
-    args = parser.parse_args()
+def _spread(values: list[float]) -> float:
+    q = statistics.quantiles(values, n=4)
+    return (q[2] - q[0]) / statistics.median(values)
+
+
+def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
+    policies = _policies(row)
+    per_repeat = []
+    for run in raw["runs"]:
+        medians = {p: statistics.median(run["frame_s"][p][1:]) for p in policies}
+        best_torch = min(TORCH_POLICIES, key=lambda p: medians.get(p, float("inf")))
+        steady = [
+            (pred, got)
+            for pred, got, exploring in zip(
+                run["predicted_s"], run["frame_s"]["hyperframe"], run["exploring"], strict=True
+            )
+            if not exploring and pred > 0
+        ]
+        after = steady[len(steady) // 3 :]  # after the winner settled
+        pace = medians["hyperframe"]
+        per_repeat.append(
+            {
+                "median_ms": {p: round(1e3 * v, 2) for p, v in medians.items()},
+                "spread": {p: round(_spread(run["frame_s"][p][1:]), 3) for p in policies},
+                "best_torch": best_torch,
+                "ratio": round(medians["hyperframe"] / medians[best_torch], 3),
+                "winner": run["winner"],
+                "exploring_frames": sum(run["exploring"]),
+                "explore_share_of_100_frames": round(run["explore_cost_s"] / (100 * pace), 4),
+                "predicted_ms": round(1e3 * statistics.median(p for p, _ in after), 2) if after else None,
+                "measured_ms": round(1e3 * statistics.median(g for _, g in after), 2) if after else None,
+                "events": run["events"],
+            }
+        )
+    before, after_s = raw["exchange_s"]
+    return {
+        "row": row.name,
+        "layout": f"pipeline {row.pipeline} x data {row.data}",
+        "model": row.model,
+        "m": row.microbatches,
+        "micro_batch_size": row.micro_batch_size,
+        "frames": row.frames,
+        "repeats": per_repeat,
+        "exchange_ms_before_after": [round(1e3 * before, 3), round(1e3 * after_s, 3)],
+    }
+
+
+def run_row(row: Row, repeats: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
-            _worker, args=(args, _free_port(), str(out)), nprocs=args.ranks, start_method="spawn"
+            _worker,
+            args=(row, repeats, _free_port(), str(out)),
+            nprocs=row.pipeline * row.data,
+            start_method="spawn",
         )
-        result = json.loads(out.read_text(encoding="utf-8"))
+        return _summarise(row, json.loads(out.read_text(encoding="utf-8")))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, from {', '.join(ROWS)}")
+    parser.add_argument("--frames", type=int, default=0, help="frames per policy per repeat (0: the row's)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--json", action="store_true", help="print the raw JSON result only")
+    args = parser.parse_args()
+    results = []
+    for name in args.rows.split(","):
+        row = ROWS[name]
+        if args.frames:
+            row = Row(**{**row.__dict__, "frames": args.frames})
+        results.append(run_row(row, args.repeats))
+        if not args.json:
+            _print(results[-1])
     if args.json:
-        print(json.dumps(result, indent=2))
-        return
-    print(f"Real CPU run, {result['label']}")
-    print(f"p={args.ranks} ranks, m={args.microbatches} micro-batches, GPT {result['model']}")
-    print(f"measured per-stage costs (ms): {result['measured_costs_ms']}")
-    print(f"measured p2p hand-off latency: {result['measured_p2p_ms']} ms")
-    print(f"HyperFrame split backward chosen: {result['hyperframe_split_backward']}")
-    print(f"LB_tight on measured costs: {result['lb_tight_ms']} ms")
-    base = result["median_step_ms"]["hyperframe"]
-    print(f"{'policy':<14}{'median step ms':>16}{'vs hyperframe':>15}{'predicted ms':>14}")
-    for policy in POLICIES:
-        median = result["median_step_ms"][policy]
-        print(f"{policy:<14}{median:>16.1f}{median / base:>14.3f}x{result['predicted_ms'][policy]:>14.1f}")
+        print(json.dumps(results, indent=2))
+
+
+def _print(result: dict[str, Any]) -> None:
+    print(
+        f"\n{result['row']}: {result['layout']}, GPT {result['model']}, m={result['m']} x {result['micro_batch_size']}"
+    )
+    print(f"  noisy CPU (shared cores); {result['frames']} frames per policy per repeat, policies alternate")
+    for i, rep in enumerate(result["repeats"]):
+        cells = ", ".join(
+            f"{p} {ms:.1f} (±{100 * rep['spread'][p] / 2:.0f}%)" for p, ms in rep["median_ms"].items()
+        )
+        print(f"  repeat {i + 1}: median ms/frame: {cells}")
+        print(
+            f"    hyperframe / best torch ({rep['best_torch']}) = {rep['ratio']:.3f}; ran {rep['winner']} after "
+            f"{rep['exploring_frames']} exploring frames costing {100 * rep['explore_share_of_100_frames']:.1f}% "
+            f"of a 100-frame run; steady state predicted {rep['predicted_ms']} ms vs measured {rep['measured_ms']} ms"
+        )
+    before, after = result["exchange_ms_before_after"]
+    print(
+        f"  per-frame metrics exchange: {before:.3f} ms (all op records) -> {after:.3f} ms (summary floats)"
+    )
     sys.stdout.flush()
 
 

@@ -79,7 +79,9 @@ class TrainConfig:
     frames: int = 10
     """Frames (optimizer steps) to run in total, counting those done before a resume."""
     replan_every: int = 0
-    """Re-plan the hyperframe order from measured costs every this many frames; 0 = never."""
+    """hyperframe: 0 runs the unit-cost plan throughout; K > 0 measures the candidate schedules in
+    the first frames, keeps the fastest and re-plans when measured costs drift, at most once every
+    K frames (``pipeline.selection``)."""
     memory_limit: int = 0
     """Planner's activation budget per rank, in micro-batch activations of one stage (a rank
     holding 2 stages with one micro-batch in flight on each uses 2); 0 = 1F1B's peak."""

@@ -83,7 +83,9 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
                 "pipeline": job.parallelism.pipeline,
                 "data": job.parallelism.data,
                 "policy": frames.schedule_policy,
-                "stages_per_rank": frames.stages_per_rank,
+                # hyperframe measures every placement the layers allow (0 = auto); the resolved
+                # value (the V) is what the operator sized the layer split for.
+                "stages_per_rank": 0 if frames.schedule_policy == "hyperframe" else frames.stages_per_rank,
                 "microbatches_per_frame": frames.micro_batches_per_frame,
                 "micro_batch_size": frames.micro_batch_size,
                 "frames": frames.frames,

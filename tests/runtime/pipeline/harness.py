@@ -7,8 +7,13 @@ importing torch dominates on a small CI machine) and runs each case on them:
   gradients are gathered and rank 0 saves ``OUT_DIR/<name>.pt`` ({param name: grad}, losses).
 - ``train``: ``FrameLoop`` over the config's frames; rank 0 saves the per-frame losses and the
   order digest each frame ran (``OUT_DIR/<name>.json``). ``"replan_to"`` optionally swaps in a
-  plan made from given costs before the frame of that index; ``"copy_snapshot"`` first copies an
-  earlier case's snapshot directory into this case's checkpoint dir (a resume).
+  plan made from given costs before the frame of that index (costs of ``pipeline`` stages: one
+  stage per rank, so the stages move to that placement); ``"copy_snapshot"`` first copies an
+  earlier case's snapshot directory into this case's checkpoint dir (a resume). The digest is
+  that of the plan the frame ran (the hyperframe policy may switch schedules between frames).
+- ``select``: ``FrameLoop`` over the config's frames with ``"forced"`` plans (candidate name ->
+  ``"serial"``: every micro-batch through the whole pipeline before the next starts); rank 0
+  saves the schedule of each frame, the selector's events and the losses.
 
 The parent (pytest) compares the results with a single-process reference.
 """
@@ -21,6 +26,7 @@ import shutil
 import socket
 import sys
 import traceback
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,8 +36,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.pipeline.frame_loop import FrameLoop
-from hyperframe_runtime.pipeline.planning import orders_digest, plan_from_costs
+from hyperframe_runtime.pipeline.planning import FramePlan, orders_digest, plan_from_costs
 from hyperframe_runtime.schedule.costs import CostModel
+from hyperframe_runtime.schedule.ir import Action, OpKind, Placement
 
 
 def _grad_case(case: dict[str, Any], out: Path) -> None:
@@ -74,13 +81,44 @@ def _train_case(case: dict[str, Any], out: Path) -> None:
     while loop.frames_done < config.frames:
         if case.get("replan_to") is not None and loop.frames_done == case["replan_to"]["frame"]:
             costs = CostModel.from_mapping(case["replan_to"]["costs"])
-            loop.set_plan(plan_from_costs(config, loop.plan.placement, costs))
-        digests.append(orders_digest(loop.plan.orders))
+            placement = (
+                Placement.one_per_rank(config.pipeline) if costs.num_stages == config.pipeline else None
+            )
+            loop.set_plan(plan_from_costs(config, placement or loop.plan.placement, costs))
         losses.append(loop.run_frame().loss)
+        digests.append(orders_digest(loop.plan.orders))
         loop.after_frame()
     loop.close()
     if dist.get_rank() == 0:
         payload = {"start": start, "losses": losses, "digests": digests, "snapshots": loop.result.snapshots}
+        (out / f"{case['name']}.json").write_text(json.dumps(payload), encoding="utf-8")
+
+
+def _serial_plan(config: TrainConfig) -> FramePlan:
+    # Every micro-batch runs forward through all stages and back before the next one starts.
+    p, m = config.pipeline, config.microbatches_per_frame
+    orders: dict[int, list[Action]] = {r: [] for r in range(p)}
+    for mb in range(m):
+        for s in range(p):
+            orders[s].append(Action(s, OpKind.F, mb))
+        for s in reversed(range(p)):
+            orders[s].append(Action(s, OpKind.B, mb))
+    return FramePlan(config.policy, Placement.one_per_rank(p), orders, m, split_backward=False)
+
+
+def _select_case(case: dict[str, Any], out: Path) -> None:
+    config = TrainConfig.from_dict(case["config"])
+    forced = {name: replace(_serial_plan(config), schedule=name) for name in case["forced"]}
+    loop = FrameLoop(config, forced_plans=forced)
+    result = loop.run()
+    if dist.get_rank() == 0:
+        payload = {
+            "schedules": [m.schedule for m in result.metrics],
+            "exploring": [m.exploring for m in result.metrics],
+            "losses": [m.loss for m in result.metrics],
+            "events": result.events,
+            "winner": loop.selector.winner if loop.selector else "",
+        }
         (out / f"{case['name']}.json").write_text(json.dumps(payload), encoding="utf-8")
 
 
@@ -90,7 +128,7 @@ def _worker(rank: int, world: int, port: int, cases: list[dict[str, Any]], out: 
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
     try:
         for case in cases:
-            (_grad_case if case["kind"] == "grad" else _train_case)(case, Path(out))
+            {"grad": _grad_case, "train": _train_case, "select": _select_case}[case["kind"]](case, Path(out))
     except BaseException:
         traceback.print_exc()
         sys.stderr.flush()

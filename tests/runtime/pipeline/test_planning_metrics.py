@@ -10,10 +10,8 @@ from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.pipeline.metrics import RankFrame, frame_metrics
 from hyperframe_runtime.pipeline.planning import (
     FramePlan,
-    choose_plan,
     costs_from_samples,
     estimate_p2p,
-    exploration_plans,
     initial_plan,
     orders_digest,
     placement_for,
@@ -67,6 +65,7 @@ def _rank(rank: int, losses: list[float], frame_s: float) -> RankFrame:
         pp_rank=rank,
         dp_rank=0,
         records=[(rank, "F", 0, 0.0, 0.2, 0.0), (rank, "B", 0, 0.3, 0.5, 0.1)],
+        reduces=[],
         losses=losses,
         wall_start=100.0 + rank,
         pipeline_s=0.6,
@@ -104,34 +103,10 @@ def test_frame_metrics_and_trace_files(tmp_path: Path) -> None:
     ]
 
 
-def _samples(f: float, i: float, w: float, b: float) -> list[tuple[int, str, float]]:
-    return [(s, kind, cost) for s in range(4) for kind, cost in (("F", f), ("I", i), ("W", w), ("B", b))]
-
-
-def test_choose_plan_keeps_split_backward_only_when_it_pays() -> None:
-    config = TrainConfig(pipeline=2, n_layers=4, microbatches_per_frame=8, replan_every=2)
-    placement = placement_for(config)
-    # Splitting is free (I + W = B): the split plan fills bubbles with W and wins.
-    split = choose_plan(config, placement, _samples(1.0, 1.0, 1.0, 2.0), replans=1)
-    assert split.split_backward and split.replans == 1
-    assert any(a.kind is OpKind.W for acts in split.orders.values() for a in acts)
-    # Splitting costs a second autograd pass (I + W = 1.5 B, as on CPU): fused B wins.
-    fused = choose_plan(config, placement, _samples(1.0, 1.5, 1.5, 2.0), replans=1)
-    assert not fused.split_backward
-    assert {a.kind for acts in fused.orders.values() for a in acts} == {OpKind.F, OpKind.B}
-
-
-def test_hyperframe_explores_split_and_fused_before_the_first_replan() -> None:
-    first = initial_plan(TrainConfig(pipeline=2, n_layers=4, replan_every=2))
-    plans = exploration_plans(TrainConfig(pipeline=2, n_layers=4, replan_every=2), first)
-    assert [p.split_backward for p in plans] == [True, False]
-    assert exploration_plans(TrainConfig(pipeline=2, n_layers=4, replan_every=1), first) == ()
-
-
 def test_estimate_p2p_from_idle_consumers_of_cross_rank_inputs() -> None:
     def rank_frame(rank: int, records: list[tuple[int, str, int, float, float, float]]) -> RankFrame:
         return RankFrame(
-            rank=rank, pp_rank=rank, dp_rank=0, records=records, losses=[], wall_start=100.0,
+            rank=rank, pp_rank=rank, dp_rank=0, records=records, reduces=[], losses=[], wall_start=100.0,
             pipeline_s=1.0, dp_wait_s=0.0, frame_s=1.0, peak_memory_bytes=0, frame=1,
         )  # fmt: skip
 

@@ -5,7 +5,8 @@ through this one path: the compute-only order is lowered by torch (sends, receiv
 and run by ``_PipelineScheduleRuntime`` (behind ``torch_adapter``). The executor adds:
 
 - timing of every op this rank runs (exec time, and the wait before it: the time since the rank's
-  previous op ended, i.e. blocked on a neighbour's activation or gradient);
+  previous op ended, i.e. blocked on a neighbour's activation or gradient); on GPU with CUDA
+  events read once at the frame end, never a synchronisation per op;
 - the data-parallel gradient all-reduce of each stage, started asynchronously at that stage's
   REDUCE_GRAD point (after its last backward of the frame) so that it overlaps with the other
   stages' remaining work, and waited for only at the frame end;
@@ -63,47 +64,97 @@ class FrameRun:
     """Seconds from the frame start until the rank's pipeline program finished."""
     dp_wait_s: float
     """Seconds blocked on the data-parallel all-reduce after the pipeline program."""
+    reduces: list[tuple[int, float, float]] = field(default_factory=list)
+    """``(stage, start, end)`` of each stage's DP all-reduce, seconds from the frame start: started
+    at the stage's REDUCE_GRAD point, ended when first seen complete (checked after every op)."""
     frame_s: float = 0.0
     """Seconds for the whole frame on this rank (set by the frame loop after the optimizer step)."""
 
 
+def _event() -> Any:
+    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+
+
 class _Recorder:
-    """Collects OpRecords; synchronises the compute stream around ops on GPU so times are real."""
+    """Collects OpRecords of one frame.
+
+    On CPU an op's times are read from the host clock around it. On GPU the host clock says only
+    when an op was issued, so each op records a pair of CUDA events on the compute stream instead,
+    and :meth:`finish` reads them all after one synchronisation at the frame end: no op waits
+    for the device before the next is issued.
+    """
 
     def __init__(self, device: torch.device) -> None:
-        self._sync: Callable[[], None] = (
-            torch.cuda.current_stream(device).synchronize if device.type == "cuda" else (lambda: None)
-        )
+        self._cuda = device.type == "cuda"
+        self._device = device
         self.records: list[OpRecord] = []
         self.t0 = 0.0
         self.last_end = 0.0
+        self._origin: Any = None
+        self._events: list[tuple[int, OpKind, int, Any, Any]] = []
+        self.after_op: Callable[[], None] = lambda: None
+        """Called after every op on CPU (the gradient reducer stamps finished all-reduces)."""
 
     def reset(self) -> None:
         self.records = []
+        self._events = []
         self.t0 = time.perf_counter()
         self.last_end = 0.0
+        if self._cuda:
+            self._origin = _event()
+            self._origin.record(torch.cuda.current_stream(self._device))
+
+    def now(self) -> float:
+        """Seconds since the frame start (host clock)."""
+        return time.perf_counter() - self.t0
 
     def run(self, stage: int, kind: OpKind, microbatch: int, fn: Callable[[], Any]) -> Any:
-        self._sync()
-        start = time.perf_counter() - self.t0
+        if self._cuda:
+            stream = torch.cuda.current_stream(self._device)
+            begin, end_event = _event(), _event()
+            begin.record(stream)
+            result = fn()
+            end_event.record(stream)
+            self._events.append((stage, kind, microbatch, begin, end_event))
+            return result
+        start = self.now()
         result = fn()
-        self._sync()
-        end = time.perf_counter() - self.t0
+        end = self.now()
         self.records.append(OpRecord(stage, kind, microbatch, start, end, max(0.0, start - self.last_end)))
         self.last_end = end
+        self.after_op()
         return result
 
     def extend_last(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` (the loss after a last-stage F) and count its time in the previous op."""
         result = fn()
+        if self._cuda:
+            if self._events:
+                stage, kind, mb, begin, _ = self._events[-1]
+                end_event = _event()
+                end_event.record(torch.cuda.current_stream(self._device))
+                self._events[-1] = (stage, kind, mb, begin, end_event)
+            return result
         if not self.records:  # torch's shape inference calls the loss before any op runs
             return result
-        self._sync()
-        end = time.perf_counter() - self.t0
+        end = self.now()
         last = self.records[-1]
         self.records[-1] = OpRecord(last.stage, last.kind, last.microbatch, last.start, end, last.wait)
         self.last_end = end
         return result
+
+    def finish(self) -> None:
+        """Turn the frame's CUDA events into records (one synchronisation); no-op on CPU."""
+        if not self._cuda or not self._events:
+            return
+        self._events[-1][4].synchronize()
+        last_end = 0.0
+        for stage, kind, mb, begin, end_event in self._events:
+            start = self._origin.elapsed_time(begin) / 1e3
+            end = self._origin.elapsed_time(end_event) / 1e3
+            self.records.append(OpRecord(stage, kind, mb, start, end, max(0.0, start - last_end)))
+            last_end = end
+        self._events = []
 
 
 class _Autocast(nn.Module):
@@ -127,13 +178,18 @@ class GradReducer:
     ``1 / (micro-batches * data replicas)`` (a frame is one step on the mean loss) and starts one
     asynchronous all-reduce of the stage's flattened gradients. ``finish()`` waits for all of them
     and copies the results back; the wait is the exposed (non-overlapped) DP communication.
+    ``clock`` gives seconds since the frame start; ``poll()`` (called after every op) stamps the
+    all-reduces that have completed, so their spans can be traced and costed.
     """
 
     modules: Mapping[int, nn.Module]
     num_microbatches: int
     dp_group: dist.ProcessGroup | None
     dp_size: int
-    _pending: list[tuple[list[torch.Tensor], torch.Tensor, Any]] = field(default_factory=list)
+    clock: Callable[[], float] = time.perf_counter
+    _pending: list[tuple[int, list[torch.Tensor], torch.Tensor, Any, float]] = field(default_factory=list)
+    spans: list[tuple[int, float, float]] = field(default_factory=list)
+    _done: dict[int, float] = field(default_factory=dict)
 
     def reduce(self, stage: int) -> None:
         grads = [p.grad for p in self.modules[stage].parameters() if p.grad is not None]
@@ -146,7 +202,13 @@ class GradReducer:
             return
         flat = torch.cat([g.reshape(-1) for g in grads]).mul_(scale)
         work = dist.all_reduce(flat, group=self.dp_group, async_op=True)
-        self._pending.append((grads, flat, work))
+        self._pending.append((stage, grads, flat, work, self.clock()))
+
+    def poll(self) -> None:
+        """Stamp the end of every started all-reduce that has completed (non-blocking)."""
+        for stage, _, flat, work, _ in self._pending:
+            if stage not in self._done and not flat.is_cuda and work.is_completed():
+                self._done[stage] = self.clock()
 
     def finish(self) -> float:
         """Wait for every started all-reduce; return the seconds spent waiting.
@@ -155,15 +217,18 @@ class GradReducer:
         is synchronised too: the figure is the exposed DP time, not just the host's.
         """
         start = time.perf_counter()
-        for grads, flat, work in self._pending:
+        self.spans = []
+        for stage, grads, flat, work, began in self._pending:
             work.wait()
+            if flat.is_cuda:
+                torch.cuda.current_stream(flat.device).synchronize()
+            self.spans.append((stage, began, self._done.get(stage, self.clock())))
             offset = 0
             for g in grads:
                 g.copy_(flat[offset : offset + g.numel()].view_as(g))
                 offset += g.numel()
-            if flat.is_cuda:
-                torch.cuda.current_stream(flat.device).synchronize()
         self._pending.clear()
+        self._done.clear()
         return time.perf_counter() - start
 
 
@@ -186,7 +251,10 @@ class PipelineExecutor:
         self.device = device
         self.pp_rank = dist.get_rank(pp_group)
         self._recorder = _Recorder(device)
-        self.reducer = GradReducer(stage_modules, num_microbatches, dp_group, dp_size)
+        self.reducer = GradReducer(
+            stage_modules, num_microbatches, dp_group, dp_size, clock=self._recorder.now
+        )
+        self._recorder.after_op = self.reducer.poll
         stages = [
             timed_stage(
                 self._recorder.run,
@@ -231,10 +299,12 @@ class PipelineExecutor:
         args = (inputs.to(self.device),) if self.holds_first else ()
         target = targets.to(self.device) if self.holds_last else None
         self._schedule.step(*args, target=target, losses=losses)
-        pipeline_s = time.perf_counter() - self._recorder.t0
+        pipeline_s = self._recorder.now()
         dp_wait_s = self.reducer.finish()
+        self._recorder.finish()
         return FrameRun(
             records=list(self._recorder.records),
+            reduces=list(self.reducer.spans),
             losses=[float(loss.detach()) for loss in losses],
             wall_start=wall_start,
             pipeline_s=pipeline_s,

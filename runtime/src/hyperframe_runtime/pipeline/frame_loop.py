@@ -1,23 +1,34 @@
-"""The frame loop: frames of micro-batches, one optimizer step per frame, re-planning between frames.
+"""The frame loop: frames of micro-batches, one optimizer step per frame, schedules chosen by measurement.
 
 Per frame, on every rank:
 
-1. the data of this frame and replica (a pure function of the frame index: exact resume);
-2. the executor runs the frame's order (forward, backward, DP gradient all-reduce from each stage's
+1. (hyperframe policy, ``replan_every`` > 0) the schedule selector (``pipeline.selection``) names
+   the schedule this frame runs; switching to it between frames may move the stages to another
+   placement (``pipeline.stages``);
+2. the data of this frame and replica (a pure function of the frame index: exact resume);
+3. the executor runs the frame's order (forward, backward, DP gradient all-reduce from each stage's
    REDUCE_GRAD point, waited for at the end);
-3. AdamW steps;
-4. every rank's measurements are all-gathered; global rank 0 writes metrics and the trace and
-   reports progress (``hyperframe_runtime.progress``);
-5. every ``replan_every`` frames (hyperframe policy) every rank plans the next order from the
-   measured per-op costs of all ranks (the same numbers everywhere, so the same plan);
-6. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan.
+4. AdamW steps;
+5. the ranks all-gather a fixed handful of numbers each (frame time, loss, cost drift, a
+   plan-ready flag): enough for the metrics and for every rank to make the same decisions. The
+   per-op records are all-gathered only when a frame needs them: to calibrate the cost model and
+   plan (exploring, or a re-plan due to cost drift), or for the trace when ``trace_dir`` is set;
+6. planning runs in a helper process of global rank 0 (``pipeline.replanner``) while frames go
+   on; when its answer is in, rank 0 raises the flag and broadcasts the plans, which run from the
+   next frame;
+7. global rank 0 writes metrics (measured and predicted frame time, re-plan cost) and the trace
+   and reports progress (``hyperframe_runtime.progress``);
+8. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import time
-from dataclasses import dataclass, field
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
 import torch
 import torch.distributed as dist
@@ -26,29 +37,34 @@ from torch import nn
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline import checkpoint
+from hyperframe_runtime.pipeline.calibration import Calibration, calibrate, predict_frame_s
+from hyperframe_runtime.pipeline.candidates import candidate_plans, plan_from_outcome, planning_job
 from hyperframe_runtime.pipeline.executor import PipelineExecutor
 from hyperframe_runtime.pipeline.metrics import (
     FrameMetrics,
     RankFrame,
-    frame_metrics,
+    RankSummary,
+    exchange_summaries,
+    metrics_from_summaries,
     peak_memory_bytes,
     reset_peak_memory,
 )
-from hyperframe_runtime.pipeline.planning import (
-    FramePlan,
-    choose_plan,
-    estimate_p2p,
-    exploration_plans,
-    initial_plan,
-    orders_digest,
-)
+from hyperframe_runtime.pipeline.planning import FramePlan, initial_plan, plan_from_costs
+from hyperframe_runtime.pipeline.replanner import BackgroundPlanner, PlanOutcome
+from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
+from hyperframe_runtime.pipeline.stages import StageContext, StageSet
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
 from hyperframe_runtime.pipeline.trace import TraceWriter
 from hyperframe_runtime.progress import ProgressReporter, ProgressUpdate
+from hyperframe_runtime.schedule.costs import CostModel
+from hyperframe_runtime.schedule.ir import OpKind, Placement
 
 __all__ = ["FrameLoop", "TrainResult", "train"]
 
 log = logging.getLogger("hyperframe.train")
+
+_WINDOW_FRAMES: Final = 8
+"""Measured frames per placement kept for calibration (per replica)."""
 
 
 @dataclass
@@ -62,29 +78,8 @@ class TrainResult:
     plans: list[FramePlan] = field(default_factory=list)
     """The plan each of those frames ran."""
     snapshots: list[str] = field(default_factory=list)
-
-
-def _resume_plan(saved: FramePlan, fresh: FramePlan) -> FramePlan:
-    # A snapshot's order table is reused only for the same policy, placement and frame size.
-    same = (
-        saved.policy == fresh.policy
-        and saved.placement == fresh.placement
-        and saved.num_microbatches == fresh.num_microbatches
-    )
-    return saved if same else fresh
-
-
-def _replan(config: TrainConfig, plan: FramePlan, window: list[RankFrame]) -> FramePlan:
-    samples = [(stage, kind, end - start) for rf in window for stage, kind, _, start, end, _ in rf.records]
-    p2p = estimate_p2p(window, plan.placement)
-    new = choose_plan(config, plan.placement, samples, replans=plan.replans + 1, p2p=p2p)
-    digests: list[str | None] = [None] * dist.get_world_size()
-    dist.all_gather_object(digests, orders_digest(new.orders))
-    if len(set(digests)) != 1:
-        raise RuntimeError(
-            f"re-planning diverged across ranks (order digests {digests}); planner is not deterministic"
-        )
-    return new
+    events: list[str] = field(default_factory=list)
+    """The schedule selector's decisions (hyperframe policy), as logged."""
 
 
 class FrameLoop:
@@ -92,70 +87,113 @@ class FrameLoop:
 
     Construction is collective (process groups, resume from the newest snapshot); so is every
     :meth:`run_frame`. :func:`train` is the whole loop; tests drive frames one by one.
+    ``forced_plans`` replaces the plans of named candidates (a test forces a bad plan on the
+    planner's candidate to see it abandoned).
     """
 
     def __init__(
-        self, config: TrainConfig, *, spec: ModelSpec | None = None, device: torch.device | None = None
+        self,
+        config: TrainConfig,
+        *,
+        spec: ModelSpec | None = None,
+        device: torch.device | None = None,
+        forced_plans: dict[str, FramePlan] | None = None,
     ) -> None:
         config.check_world_size(dist.get_world_size())
         self.config = config
         self.device = device or torch.device("cpu")
         self.spec = spec or load_model_spec(config)
         self.topology = Topology(dist.get_rank(), config.pipeline, config.data)
-        groups = build_groups(self.topology)
+        self.groups = build_groups(self.topology)
         torch.manual_seed(config.seed)
-
-        fresh = initial_plan(config)
-        self.plan = fresh
-        stages = self.plan.placement.stages_of(self.topology.pp_rank)
-        num_stages = self.plan.placement.num_stages
-        self.modules: dict[int, nn.Module] = {
-            s: self.spec.build_stage(s, num_stages).to(self.device) for s in stages
-        }
-        self.optimizer = torch.optim.AdamW(
-            [p for s in stages for p in self.modules[s].parameters()], lr=config.lr
-        )
-        self.frames_done = 0
-        if config.checkpoint_dir:
-            snapshot = checkpoint.resume_snapshot(config.checkpoint_dir)
-            if snapshot is not None:
-                checkpoint.load_snapshot(snapshot, modules=self.modules, optimizer=self.optimizer)
-                self.frames_done = snapshot.frames_done
-                self.plan = _resume_plan(FramePlan.from_json(snapshot.plan), self.plan)
-                log.info("resumed from %s: %d frames done", snapshot.path, self.frames_done)
-        self.executor = PipelineExecutor(
-            stage_modules=self.modules,
-            num_stages=num_stages,
-            num_microbatches=config.microbatches_per_frame,
-            loss_fn=self.spec.loss_fn,
-            pp_group=groups.pp_group,
-            dp_group=groups.dp_group,
-            dp_size=config.data,
-            device=self.device,
-            orders=self.plan.orders,
-        )
         self.is_reporter = self.topology.rank == 0
+
+        self.plan = initial_plan(config)
+        self.frames_done = 0
+        snapshot = checkpoint.resume_snapshot(config.checkpoint_dir) if config.checkpoint_dir else None
+        saved = FramePlan.from_json(snapshot.plan) if snapshot is not None else None
+
+        self.selector: ScheduleSelector | None = None
+        self._plans: dict[str, FramePlan] = {}
+        if config.policy == "hyperframe" and config.replan_every:
+            candidates, self._plans = candidate_plans(config)
+            self._plans.update(forced_plans or {})
+            start = ""
+            if saved is not None and saved.schedule in {c.name for c in candidates}:
+                start = saved.schedule
+                self._plans[start] = saved
+            self.selector = ScheduleSelector(candidates, replan_every=config.replan_every, start=start)
+            self.selector.ready.update(forced_plans or {})
+            # Start on the first candidate's placement (or the resumed one): no move at frame 1.
+            self.plan = self._plan_of(self.selector.next_step().name)
+        elif saved is not None:
+            self.plan = _resume_plan(saved, self.plan)
+
+        self._context = StageContext(config, self.spec, self.topology.pp_rank, self.groups, self.device)
+        self.stages = StageSet.build(self._context, self.plan.placement, self.plan.orders)
+        if snapshot is not None:
+            checkpoint.load_snapshot(snapshot, modules=self.stages.modules, optimizer=self.stages.optimizer)
+            self.frames_done = snapshot.frames_done
+            log.info("resumed from %s: %d frames done", snapshot.path, self.frames_done)
+
         self.trace = TraceWriter(config.trace_dir) if config.trace_dir and self.is_reporter else None
         self.progress = _start_progress(config, self.frames_done) if self.is_reporter else None
         self.result = TrainResult(start_frame=self.frames_done)
-        self._explore = exploration_plans(config, fresh) if self.plan.replans == 0 else ()
-        self._window: list[RankFrame] = []
+        self.planner = BackgroundPlanner() if self.selector is not None and self.is_reporter else None
+        self._answer: tuple[tuple[PlanOutcome, ...], float] | None = None
+        self.calibrations: dict[Placement, Calibration] = {}
+        self._windows: dict[Placement, list[RankFrame]] = defaultdict(list)
+        self._predicted: dict[tuple[int, int], float] = {}
         self._frames_on_plan = 0
+        self._replans = 0
+        self._cost_logged = False
+
+    # ---- state the tests and checkpoints read ----------------------------------------------------
+    @property
+    def modules(self) -> dict[int, nn.Module]:
+        return self.stages.modules
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self.stages.optimizer
+
+    @property
+    def executor(self) -> PipelineExecutor:
+        return self.stages.executor
+
+    def _plan_of(self, name: str) -> FramePlan:
+        """The plan of candidate ``name``; a planner candidate not yet planned from measured
+        costs runs its unit-cost plan."""
+        if name not in self._plans:
+            assert self.selector is not None
+            placement = self.selector.placement_of(name)
+            unit = plan_from_costs(self.config, placement, CostModel.uniform(placement.num_stages))
+            self._plans[name] = replace(unit, schedule=name)
+        return self._plans[name]
 
     def set_plan(self, plan: FramePlan) -> None:
         """Run ``plan`` from the next frame on (collective: every rank passes the same plan)."""
-        self.executor.set_orders(plan.orders)
+        if plan.placement != self.stages.placement:
+            self.stages = self.stages.moved_to(self._context, plan.placement, plan.orders)
+        elif plan.orders != self.plan.orders:
+            self.stages.executor.set_orders(plan.orders)
+        if plan is not self.plan:
+            self._frames_on_plan = 0
         self.plan = plan
-        self._frames_on_plan = 0
 
+    # ---- one frame -------------------------------------------------------------------------------
     def run_frame(self, *, step: bool = True) -> FrameMetrics:
         """Run the next frame; ``step=False`` leaves the frame's gradients unapplied (tests)."""
         config, topology = self.config, self.topology
         frame = self.frames_done
-        if self._explore and self.plan.replans == 0:
-            explore = self._explore[frame % len(self._explore)]
-            if explore.orders != self.plan.orders:
-                self.set_plan(explore)
+        choice: Step | None = None
+        switch_s = 0.0
+        if self.selector is not None:
+            choice = self.selector.next_step()
+            began = time.perf_counter()
+            self.set_plan(self._plan_of(choice.name))
+            switch_s = time.perf_counter() - began
+        predicted = self._prediction()
         samples = config.microbatches_per_frame * config.micro_batch_size
         inputs, targets = self.spec.make_batch(frame, topology.dp_rank, samples)
         reset_peak_memory(self.device)
@@ -174,15 +212,40 @@ class FrameLoop:
             dp_rank=topology.dp_rank,
             peak_memory=peak_memory_bytes(self.device),
         )
-        gathered: list[RankFrame | None] = [None] * dist.get_world_size()
-        dist.all_gather_object(gathered, mine)
-        ranks = [r for r in gathered if r is not None]
-        metrics = frame_metrics(
+        if self.planner is not None and self._answer is None:
+            self._answer = self.planner.poll()
+        summary = replace(
+            mine.summary(), drift=self._drift(mine), flag=1.0 if self._answer is not None else 0.0
+        )
+        summaries = exchange_summaries(summary)
+        metrics = metrics_from_summaries(
             self.frames_done,
-            ranks,
+            summaries,
             samples_per_frame=config.samples_per_frame,
             tokens_per_sample=self.spec.tokens_per_sample,
             loss_terms=config.microbatches_per_frame * config.data,
+        )
+        replan_due = False
+        if self.selector is not None and choice is not None:
+            replan_due = self.selector.observe_drift(max(s.drift for s in summaries))
+        need_records = bool(config.trace_dir) or (choice is not None and choice.gather) or replan_due
+        ranks: list[RankFrame] = []
+        if need_records:
+            gathered: list[RankFrame | None] = [None] * dist.get_world_size()
+            dist.all_gather_object(gathered, mine)
+            ranks = [r for r in gathered if r is not None]
+        replan_s, planner_s = switch_s, 0.0
+        if self.selector is not None and choice is not None:
+            began = time.perf_counter()
+            planner_s = self._select(choice, metrics.frame_s, ranks, replan_due, summaries)
+            replan_s += time.perf_counter() - began
+        metrics = replace(
+            metrics,
+            predicted_frame_s=predicted,
+            schedule=self.plan.schedule or config.policy,
+            exploring=bool(choice and choice.exploring),
+            replan_s=replan_s,
+            planner_s=planner_s,
         )
         self.result.metrics.append(metrics)
         self.result.plans.append(self.plan)
@@ -193,31 +256,134 @@ class FrameLoop:
                 self.trace.add_gantt(self.frames_done, self.plan, ranks)
         if self.progress is not None:
             _report(config, metrics, self.result, self.progress)
-        self._window.extend(ranks)
         return metrics
 
-    def replan(self) -> FramePlan:
-        """Plan from the per-op costs measured on every rank since the last re-plan (collective)."""
-        self.set_plan(_replan(self.config, self.plan, self._window))
-        self._window = []
-        if self.is_reporter:
-            log.info(
-                "frame %d: re-planned from measured costs, predicted makespan %.4fs",
-                self.frames_done,
-                self.plan.predicted_makespan,
-            )
-        return self.plan
+    def _select(
+        self,
+        choice: Step,
+        frame_s: float,
+        ranks: list[RankFrame],
+        replan_due: bool,
+        summaries: list[RankSummary],
+    ) -> float:
+        """Feed the selector this frame's outcome; calibrate, start and receive plans. Returns the
+        background planner's seconds of a plan received now (0 otherwise)."""
+        selector = self.selector
+        assert selector is not None
+        placement = self.plan.placement
+        if ranks and not choice.warm and (choice.gather or replan_due):
+            window = self._windows[placement]
+            if replan_due:  # the costs changed: calibrate from now on
+                window.clear()
+            window.extend(ranks)
+            frames = sorted({r.frame for r in window})[-_WINDOW_FRAMES:]
+            window[:] = [r for r in window if r.frame in frames]
+            calibration = calibrate(window, placement)
+            self.calibrations[placement] = calibration
+            selector.calibrated.add(placement)
+            for name in selector.ready:
+                if name in self._plans:
+                    selector.predicted[name] = self._predict_plan(self._plans[name])
+        selector.observe(choice, frame_s)
+        targets = selector.needs_planning()
+        if replan_due:
+            target = selector.replan_target()
+            targets = [target] if target else []
+        if targets:
+            job = planning_job(self.config, {n: selector.placement_of(n) for n in targets}, self.calibrations)
+            if job.requests:
+                selector.planning_started()
+                if self.planner is not None:
+                    self.planner.submit(job)
+        planner_s = 0.0
+        if any(s.flag for s in summaries):
+            box: list[Any] = [self._answer]
+            dist.broadcast_object_list(box, src=0)
+            self._answer = None
+            outcomes, planner_s = box[0]
+            self._replans += 1
+            fresh = []
+            for outcome in outcomes:
+                plan = plan_from_outcome(self.config, outcome, replans=self._replans)
+                self._plans[outcome.name] = plan
+                selector.predicted[outcome.name] = self._predict_plan(plan)
+                twin = next(
+                    (
+                        n
+                        for n, other in self._plans.items()
+                        if n != outcome.name
+                        and n in selector.ready
+                        and other.placement == plan.placement
+                        and other.orders == plan.orders
+                    ),
+                    "",
+                )
+                if twin:
+                    selector.duplicate(outcome.name, twin)
+                else:
+                    fresh.append(outcome.name)
+            selector.plans_ready(fresh)
+        for event in selector.events:
+            self.result.events.append(f"frame {self.frames_done}: {event}")
+            if self.is_reporter:
+                log.info("frame %d: %s", self.frames_done, event)
+        selector.events.clear()
+        if not selector.exploring and selector.explore_s and self.is_reporter and not choice.exploring:
+            self._log_exploration_cost()
+        return planner_s
 
+    def _log_exploration_cost(self) -> None:
+        selector = self.selector
+        assert selector is not None
+        if self._cost_logged:
+            return
+        self._cost_logged = True
+        cost = selector.exploration_cost_s() + sum(m.replan_s for m in self.result.metrics)
+        pace = statistics.median(selector.times.get(selector.winner) or [1.0])
+        log.info(
+            "exploration cost %.3fs over %d frames = %.1f%% of a 100-frame run at the winner's pace",
+            cost,
+            len(selector.explore_s),
+            100 * cost / (100 * pace),
+        )
+
+    def _predict_plan(self, plan: FramePlan) -> float:
+        calibration = self.calibrations.get(plan.placement) or _any_calibration(plan.placement, self)
+        if calibration is None:
+            return 0.0
+        return predict_frame_s(plan.orders, plan.placement, calibration, plan.num_microbatches)
+
+    def _prediction(self) -> float:
+        """The calibrated prediction of the frame about to run (0 before any calibration)."""
+        calibration = self.calibrations.get(self.plan.placement)
+        if calibration is None:
+            return 0.0
+        key = (id(self.plan), id(calibration))
+        if key not in self._predicted:
+            self._predicted = {key: self._predict_plan(self.plan)}
+        return self._predicted[key]
+
+    def _drift(self, mine: RankFrame) -> float:
+        """Largest relative drift of this rank's per-stage op cost from the reference costs."""
+        calibration = self.calibrations.get(self.plan.placement)
+        if calibration is None:
+            return 0.0
+        ref = calibration.costs
+        per_stage: dict[int, float] = defaultdict(float)
+        for stage, _, _, start, end, _ in mine.records:
+            per_stage[stage] += end - start
+        m = self.config.microbatches_per_frame
+        drift = 0.0
+        for stage, total in per_stage.items():
+            expected = ref.base_cost(stage, OpKind.F) + ref.base_cost(stage, OpKind.B)
+            if expected > 0:
+                drift = max(drift, abs(total / m / expected - 1.0))
+        return drift
+
+    # ---- between frames --------------------------------------------------------------------------
     def after_frame(self) -> None:
-        """Re-plan and checkpoint when due (collective)."""
+        """Checkpoint when due (collective)."""
         config, done = self.config, self.frames_done
-        if (
-            config.policy == "hyperframe"
-            and config.replan_every
-            and done % config.replan_every == 0
-            and done < config.frames
-        ):
-            self.replan()
         due = config.checkpoint_every and done % config.checkpoint_every == 0
         if config.checkpoint_dir and (due or done == config.frames):
             path = checkpoint.save_snapshot(
@@ -248,6 +414,27 @@ class FrameLoop:
         if self.trace is not None:
             self.trace.close()
             self.trace = None
+        if self.planner is not None:
+            self.planner.close()
+            self.planner = None
+
+
+def _resume_plan(saved: FramePlan, fresh: FramePlan) -> FramePlan:
+    # A snapshot's order table is reused only for the same policy, placement and frame size.
+    same = (
+        saved.policy == fresh.policy
+        and saved.placement == fresh.placement
+        and saved.num_microbatches == fresh.num_microbatches
+    )
+    return saved if same else fresh
+
+
+def _any_calibration(placement: Placement, loop: FrameLoop) -> Calibration | None:
+    same = [c for known, c in loop.calibrations.items() if known.num_stages == placement.num_stages]
+    finer = [c for known, c in loop.calibrations.items() if known.num_stages % placement.num_stages == 0]
+    coarser = [c for known, c in loop.calibrations.items() if placement.num_stages % known.num_stages == 0]
+    found = same or finer or coarser
+    return found[0] if found else None
 
 
 def train(
@@ -279,7 +466,8 @@ def _report(
     recent = frame_times[-5:]
     remaining = config.frames - metrics.frame
     log.info(
-        "frame %d: loss %.4f, %.1f samples/s, %.0f tokens/s, bubble %.1f%%, dp wait %.1f%%, peak %.1f MiB",
+        "frame %d: loss %.4f, %.1f samples/s, %.0f tokens/s, bubble %.1f%%, dp wait %.1f%%, peak %.1f MiB, "
+        "%s %.1f ms (predicted %.1f ms)",
         metrics.frame,
         metrics.loss,
         metrics.samples_per_s,
@@ -287,6 +475,9 @@ def _report(
         100 * metrics.bubble_share,
         100 * metrics.comm_wait_share,
         metrics.peak_memory_bytes / 2**20,
+        metrics.schedule,
+        1e3 * metrics.frame_s,
+        1e3 * metrics.predicted_frame_s,
     )
     progress.report(
         ProgressUpdate(

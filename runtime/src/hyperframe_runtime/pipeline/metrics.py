@@ -10,6 +10,16 @@ slowest rank's wall time for the frame including the optimizer step):
   program, i.e. the part of DP communication that did not overlap with compute.
 - ``peak_memory_bytes``: the largest per-rank peak: ``torch.cuda.max_memory_allocated`` on GPU
   (reset every frame), the process's peak RSS on CPU.
+- ``predicted_frame_s``: the calibrated cost model's prediction for the frame's plan
+  (``pipeline.calibration``); 0 until the first calibration.
+- ``schedule``: which candidate schedule ran (``pipeline.selection``); ``exploring`` is true while
+  the hyperframe policy is still measuring candidates.
+- ``replan_s``: seconds this frame's critical path spent on re-planning (receiving and switching
+  to a new plan, moving stages when the placement changed); the planning itself runs in the
+  background and its seconds are ``planner_s``, on the frame that swapped the plan in.
+
+Every frame the ranks exchange only a fixed handful of numbers each (:class:`RankSummary`); the
+per-op records (:class:`RankFrame`) are gathered only in frames that need them.
 """
 
 from __future__ import annotations
@@ -21,10 +31,47 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from hyperframe_runtime.pipeline.executor import FrameRun
 
-__all__ = ["FrameMetrics", "RankFrame", "frame_metrics", "peak_memory_bytes", "reset_peak_memory"]
+__all__ = [
+    "FrameMetrics",
+    "RankFrame",
+    "RankSummary",
+    "exchange_summaries",
+    "frame_metrics",
+    "metrics_from_summaries",
+    "peak_memory_bytes",
+    "reset_peak_memory",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class RankSummary:
+    """The few numbers of one rank's frame that every frame's metrics need (exchanged as floats)."""
+
+    frame_s: float
+    pipeline_s: float
+    compute_s: float
+    dp_wait_s: float
+    loss_sum: float
+    peak_memory_bytes: float
+    drift: float = 0.0
+    """Largest relative drift of this rank's measured op costs from those its plan was made from."""
+    flag: float = 0.0
+    """A rank-0 signal to all ranks (1.0: a new plan is ready to be broadcast)."""
+
+    def to_list(self) -> list[float]:
+        return [getattr(self, name) for name in self.__slots__]
+
+    @classmethod
+    def from_list(cls, values: Sequence[float]) -> RankSummary:
+        return cls(*(float(v) for v in values))
+
+    @classmethod
+    def size(cls) -> int:
+        return len(cls.__slots__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +83,8 @@ class RankFrame:
     dp_rank: int
     records: list[tuple[int, str, int, float, float, float]]
     """``(stage, kind, microbatch, start, end, wait)`` of every op, seconds from the frame start."""
+    reduces: list[tuple[int, float, float]]
+    """``(stage, start, end)`` of every DP all-reduce, seconds from the frame start."""
     losses: list[float]
     wall_start: float
     pipeline_s: float
@@ -55,6 +104,7 @@ class RankFrame:
             pp_rank=pp_rank,
             dp_rank=dp_rank,
             records=[(r.stage, r.kind.value, r.microbatch, r.start, r.end, r.wait) for r in run.records],
+            reduces=list(run.reduces),
             losses=list(run.losses),
             wall_start=run.wall_start,
             pipeline_s=run.pipeline_s,
@@ -66,6 +116,16 @@ class RankFrame:
     @property
     def compute_s(self) -> float:
         return sum(end - start for _, _, _, start, end, _ in self.records)
+
+    def summary(self) -> RankSummary:
+        return RankSummary(
+            frame_s=self.frame_s,
+            pipeline_s=self.pipeline_s,
+            compute_s=self.compute_s,
+            dp_wait_s=self.dp_wait_s,
+            loss_sum=sum(self.losses),
+            peak_memory_bytes=float(self.peak_memory_bytes),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +142,11 @@ class FrameMetrics:
     peak_memory_bytes: int
     comm_wait_share: float
     bubble_share: float
+    predicted_frame_s: float = 0.0
+    schedule: str = ""
+    exploring: bool = False
+    replan_s: float = 0.0
+    planner_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,8 +161,26 @@ def frame_metrics(
     loss_terms: int,
 ) -> FrameMetrics:
     """Combine every rank's :class:`RankFrame` of one frame. ``loss_terms`` = micro-batches x replicas."""
+    return metrics_from_summaries(
+        frame,
+        [r.summary() for r in ranks],
+        samples_per_frame=samples_per_frame,
+        tokens_per_sample=tokens_per_sample,
+        loss_terms=loss_terms,
+    )
+
+
+def metrics_from_summaries(
+    frame: int,
+    ranks: Sequence[RankSummary],
+    *,
+    samples_per_frame: int,
+    tokens_per_sample: int,
+    loss_terms: int,
+) -> FrameMetrics:
+    """Combine every rank's :class:`RankSummary` of one frame (see :func:`frame_metrics`)."""
     frame_s = max(r.frame_s for r in ranks)
-    loss = sum(sum(r.losses) for r in ranks) / loss_terms
+    loss = sum(r.loss_sum for r in ranks) / loss_terms
     bubble = sum(max(0.0, r.pipeline_s - r.compute_s) for r in ranks) / len(ranks)
     comm = sum(r.dp_wait_s for r in ranks) / len(ranks)
     return FrameMetrics(
@@ -106,7 +189,7 @@ def frame_metrics(
         frame_s=frame_s,
         samples_per_s=samples_per_frame / frame_s if frame_s > 0 else 0.0,
         tokens_per_s=samples_per_frame * tokens_per_sample / frame_s if frame_s > 0 else 0.0,
-        peak_memory_bytes=max(r.peak_memory_bytes for r in ranks),
+        peak_memory_bytes=int(max(r.peak_memory_bytes for r in ranks)),
         comm_wait_share=comm / frame_s if frame_s > 0 else 0.0,
         bubble_share=bubble / frame_s if frame_s > 0 else 0.0,
     )
@@ -123,3 +206,13 @@ def peak_memory_bytes(device: torch.device) -> int:
 def reset_peak_memory(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+
+
+def exchange_summaries(summary: RankSummary) -> list[RankSummary]:
+    """All-gather every rank's summary (a few floats each; the only per-frame collective)."""
+    mine = torch.tensor(summary.to_list(), dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        mine = mine.cuda()
+    out = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, mine)
+    return [RankSummary.from_list(t.cpu().tolist()) for t in out]

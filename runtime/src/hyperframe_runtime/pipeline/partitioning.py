@@ -129,11 +129,26 @@ def train_partitioned(
         dataclasses.replace(config, frames=calibration_frames), spec=split_spec(spec, even), device=device
     )
     calibration = first.run()
-    if first.plan.costs is None:
+    measured = _measured_costs(first, num_stages)
+    if measured is None:
         raise RuntimeError(
             "policy: partitioned training needs the hyperframe policy (it re-plans from measured costs)"
         )
-    layer_costs, slowdown = layer_costs_and_speeds(first.plan.costs, first.plan.placement, even)
-    split = repartition(first.plan.placement, layer_costs, slowdown)
+    costs, placement = measured
+    layer_costs, slowdown = layer_costs_and_speeds(costs, placement, even)
+    split = repartition(placement, layer_costs, slowdown)
     rest = FrameLoop(config, spec=split_spec(spec, split), device=device).run()
     return Partitioned(calibration=calibration, partitioned=rest, split=split, rank_slowdown=tuple(slowdown))
+
+
+def _measured_costs(loop: FrameLoop, num_stages: int) -> tuple[CostModel, Placement] | None:
+    """Measured per-stage costs of the calibration frames: the plan's own when it was re-planned,
+    else the schedule selector's calibration of a placement with ``num_stages`` stages (the
+    current placement first)."""
+    if loop.plan.costs is not None and loop.plan.placement.num_stages == num_stages:
+        return loop.plan.costs, loop.plan.placement
+    placements = sorted(loop.calibrations, key=lambda p: p != loop.plan.placement)
+    for placement in placements:
+        if placement.num_stages == num_stages:
+            return loop.calibrations[placement].costs, placement
+    return None

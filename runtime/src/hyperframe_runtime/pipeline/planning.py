@@ -1,9 +1,9 @@
 """From a training config and measured costs to the per-rank order of the next frames.
 
-- ``hyperframe``: the cost-model planner (``schedule.planner.plan``). The first frames use unit
-  costs; every ``replan_every`` frames the measured per-op costs of all ranks are all-gathered and
-  every rank plans from the same numbers (the planner is deterministic; a digest of the orders is
-  compared across ranks so a divergence fails loudly instead of deadlocking).
+- ``hyperframe``: the cost-model planner (``schedule.planner.plan``). The first frame uses unit
+  costs. With ``replan_every`` > 0 the frame loop then measures the candidate schedules and
+  re-plans from measured costs (``pipeline.selection``, ``pipeline.candidates``); with 0 the
+  unit-cost plan runs throughout.
 - ``gpipe``, ``1f1b``, ``interleaved1f1b``, ``zbv``: torch's own schedule orders
   (``schedule.baselines``; 1F1B is the textbook order, see there), never re-planned.
 
@@ -16,7 +16,7 @@ import hashlib
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from hyperframe_runtime.config import TrainConfig
@@ -29,10 +29,8 @@ from hyperframe_runtime.schedule.planner import plan as plan_orders
 __all__ = [
     "BASELINE_OF_POLICY",
     "FramePlan",
-    "choose_plan",
     "costs_from_samples",
     "estimate_p2p",
-    "exploration_plans",
     "initial_plan",
     "orders_digest",
     "placement_for",
@@ -64,6 +62,9 @@ class FramePlan:
     """How many times the order was re-planned from measured costs before this plan."""
     split_backward: bool = True
     """Whether the order splits backwards into I and W (else fused B ops)."""
+    schedule: str = ""
+    """Which candidate schedule this is (``pipeline.candidates``: ``1f1b``, ``hyperframe-v``, ...);
+    "" for the plan a policy starts with."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +76,7 @@ class FramePlan:
             "costs": self.costs.to_mapping() if self.costs is not None else None,
             "replans": self.replans,
             "split_backward": self.split_backward,
+            "schedule": self.schedule,
         }
 
     @classmethod
@@ -89,6 +91,7 @@ class FramePlan:
             costs=CostModel.from_mapping(costs) if costs else None,
             replans=int(data.get("replans", 0)),
             split_backward=bool(data.get("split_backward", True)),
+            schedule=str(data.get("schedule", "")),
         )
 
 
@@ -128,54 +131,6 @@ def plan_from_costs(
         replans=replans,
         split_backward=split_backward,
     )
-
-
-def exploration_plans(config: TrainConfig, first: FramePlan) -> tuple[FramePlan, ...]:
-    """The plans the frames before the first re-plan alternate between (hyperframe only).
-
-    Splitting a backward into I and W lets the planner fill bubbles with W, but costs a second
-    autograd pass, which on some devices (notably CPUs) costs more than the bubbles it fills.
-    So until the first re-plan the frames alternate between the split plan and a fused-B plan;
-    re-planning then has measured costs for both and keeps the faster (see
-    :func:`choose_plan`). With ``replan_every`` 1 there is no room to explore: split only.
-    """
-    if config.policy != "hyperframe" or config.replan_every < 2:
-        return ()
-    uniform = CostModel.uniform(first.placement.num_stages)
-    return first, plan_from_costs(config, first.placement, uniform, split_backward=False)
-
-
-def choose_plan(
-    config: TrainConfig,
-    placement: Placement,
-    samples: Iterable[tuple[int, str, float]],
-    *,
-    replans: int,
-    p2p: float = 0.0,
-) -> FramePlan:
-    """Plan from measured ``(stage, kind, seconds)`` samples and p2p latency; when both split
-    (I, W) and fused (B) backwards were measured, plan both ways and keep the shorter predicted
-    frame."""
-    samples = list(samples)
-    kinds = {kind for _, kind, _ in samples}
-    candidates = []
-    if kinds & {OpKind.I.value, OpKind.W.value} or OpKind.B.value not in kinds:
-        split = [x for x in samples if x[1] != OpKind.B.value]
-        candidates.append(
-            plan_from_costs(config, placement, costs_from_samples(split, placement), replans=replans)
-        )
-    if OpKind.B.value in kinds:
-        fused = [x for x in samples if x[1] in (OpKind.F.value, OpKind.B.value)]
-        candidates.append(
-            plan_from_costs(
-                config,
-                placement,
-                replace(costs_from_samples(fused, placement), p2p=p2p),
-                replans=replans,
-                split_backward=False,
-            )
-        )
-    return min(candidates, key=lambda plan: plan.predicted_makespan)
 
 
 def initial_plan(config: TrainConfig) -> FramePlan:

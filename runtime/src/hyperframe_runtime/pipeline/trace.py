@@ -3,8 +3,11 @@
 - ``trace.json``: a Chrome/Perfetto trace (open it in https://ui.perfetto.dev or chrome://tracing).
   One process per global rank; thread "compute" holds every F/I/W/B op, thread "wait" the time the
   rank sat waiting before each op, thread "dp all-reduce" the exposed data-parallel wait at the
-  frame end. Each op's args carry frame, stage, micro-batch and wait in milliseconds.
-- ``metrics.jsonl``: one :class:`~hyperframe_runtime.pipeline.metrics.FrameMetrics` per line.
+  frame end, thread "dp all-reduce in flight" each stage's gradient all-reduce from its
+  REDUCE_GRAD point until it was seen complete (so its overlap with the remaining compute shows).
+  Each op's args carry frame, stage, micro-batch and wait in milliseconds.
+- ``metrics.jsonl``: one :class:`~hyperframe_runtime.pipeline.metrics.FrameMetrics` per line
+  (measured ``frame_s`` next to the cost model's ``predicted_frame_s``, the schedule, re-plan cost).
 - ``ops.jsonl``: per frame, per rank, every op's exec and wait seconds (the raw measurements).
 - ``plan-vs-actual-frame-<k>.svg``: a Gantt picture (``schedule.gantt``) of the planned order
   replayed by the simulator on frame k's measured op costs, above what replica 0 actually ran.
@@ -30,6 +33,7 @@ _MIN_WAIT_S: Final = 1e-5
 _TID_COMPUTE: Final = 0
 _TID_WAIT: Final = 1
 _TID_DP: Final = 2
+_TID_REDUCE: Final = 3
 
 
 class TraceWriter:
@@ -88,12 +92,25 @@ class TraceWriter:
                         "dp",
                     )
                 )
+            for stage, start, end in rank.reduces:
+                self._events.append(
+                    _slice(
+                        f"all-reduce stage {stage}",
+                        rank.rank,
+                        _TID_REDUCE,
+                        base + start * 1e6,
+                        (end - start) * 1e6,
+                        {"frame": frame, "stage": stage},
+                        "dp",
+                    )
+                )
             self._ops.write(
                 json.dumps(
                     {
                         "frame": frame,
                         "rank": rank.rank,
                         "records": rank.records,
+                        "reduces": rank.reduces,
                         "dp_wait_s": rank.dp_wait_s,
                         "frame_s": rank.frame_s,
                     }
@@ -148,7 +165,13 @@ class TraceWriter:
         self._events.append(
             {"name": "process_sort_index", "ph": "M", "pid": rank.rank, "args": {"sort_index": rank.rank}}
         )
-        for tid, name in ((_TID_COMPUTE, "compute"), (_TID_WAIT, "wait"), (_TID_DP, "dp all-reduce")):
+        threads = (
+            (_TID_COMPUTE, "compute"),
+            (_TID_WAIT, "wait"),
+            (_TID_DP, "dp all-reduce"),
+            (_TID_REDUCE, "dp all-reduce in flight"),
+        )
+        for tid, name in threads:
             self._events.append(
                 {"name": "thread_name", "ph": "M", "pid": rank.rank, "tid": tid, "args": {"name": name}}
             )

@@ -1,0 +1,351 @@
+"""Never slower, by measurement: which schedule the hyperframe policy runs in each frame.
+
+The planner's cost model is a model. What counts is the wall time of a frame, so the hyperframe
+policy treats its own plans and torch's schedules as candidates and keeps the fastest measured:
+
+1. **Explore** (the first frames). The candidates are measured in the order given (grouped by
+   placement, so the stages move as few times as possible), each for :data:`MEASURED_FRAMES`
+   frames, after one unmeasured warm-up frame when it needs another stage placement (the first
+   frame of a new placement includes torch's shape inference). A candidate whose first measured
+   frame is more than :data:`DROP_RATIO` times the best median so far is dropped after that
+   frame. When the planner's candidate on a placement is next, it is planned in the background
+   from the costs measured so far; while it plans, the frames run the best schedule measured on
+   the current placement (not exploring: that is what would run anyway).
+2. **Exploit.** The fastest (by :func:`_estimate`) wins and every following frame runs it. When the winner is not
+   the planner's plan the log says so, with the measured and predicted frame times of both.
+3. **Re-check on drift.** Each frame every rank compares its measured op costs with those the
+   running schedule was measured or planned with. When the largest relative drift exceeds
+   :data:`DRIFT_THRESHOLD` for :data:`DRIFT_FRAMES` frames in a row (and at least
+   ``replan_every`` frames passed since the last plan), the op timings of that frame are gathered,
+   the planner's candidate on the winner's placement is re-planned in the background and, when it
+   arrives, measured for :data:`MEASURED_FRAMES` frames against the winner's recent median; the
+   faster stays.
+
+All ranks feed the selector the same numbers (the slowest rank's frame time, all-gathered), so
+they make the same choice in the same frame. This module is pure: no torch, no collectives.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from hyperframe_runtime.schedule.ir import Placement
+
+__all__ = [
+    "DRIFT_FRAMES",
+    "DRIFT_THRESHOLD",
+    "DROP_RATIO",
+    "MEASURED_FRAMES",
+    "Candidate",
+    "ScheduleSelector",
+    "Step",
+]
+
+MEASURED_FRAMES: Final = 3
+"""Measured frames per candidate while exploring (and per challenger after a re-plan)."""
+DROP_RATIO: Final = 1.25
+"""A candidate whose first measured frame is this many times the best is not measured again."""
+SKIP_RATIO: Final = 1.10
+"""A candidate on a placement not yet measured is not measured at all when the calibrated cost
+model predicts it (and every other candidate on that placement) above this many times the best
+measured schedule: moving the stages there and back costs more than it could win."""
+CALIBRATE_EVERY: Final = 10
+"""While exploiting, one frame in this many gathers the op timings to keep the calibration (and
+so the predicted frame time) current."""
+DRIFT_THRESHOLD: Final = 0.20
+"""Relative drift of a stage's measured op cost (per micro-batch, F + B) from the costs the running
+schedule was calibrated with that counts as a cost change. 20 %: on the shared CPU hosts of this
+project single frames swing by more than 10 % without any change in the work."""
+DRIFT_FRAMES: Final = 5
+"""Consecutive drifted frames before a re-plan (one noisy frame is not a change)."""
+_RECENT: Final = 5
+"""Frames of the winner's recent history that a challenger is compared against."""
+
+
+def _estimate(times: Sequence[float]) -> float:
+    """A schedule's frame time from its measured frames: the fastest one.
+
+    Interference from other work on the host only ever slows a frame down, in bursts, so with
+    the few frames exploring can afford the fastest is the steadiest estimate of what the
+    schedule itself costs (the median of three frames moves with one slow burst).
+    """
+    return min(times)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A schedule the hyperframe policy may run: torch's (``torch_schedule``) or the planner's."""
+
+    name: str
+    placement: Placement
+    torch_schedule: str = ""
+    """``schedule.baselines`` name; "" for the planner's plan on ``placement``."""
+
+    @property
+    def is_planner(self) -> bool:
+        return not self.torch_schedule
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the next frame runs."""
+
+    name: str
+    warm: bool
+    """An unmeasured warm-up frame (the first on a new placement)."""
+    exploring: bool
+    gather: bool
+    """The frame's op timings must be gathered from every rank (to calibrate and plan)."""
+
+
+@dataclass
+class ScheduleSelector:
+    """The explore / exploit / re-check state machine (see the module docstring)."""
+
+    candidates: Sequence[Candidate]
+    replan_every: int = 1
+    start: str = ""
+    """Resume: the schedule to exploit from the first frame, skipping exploration."""
+    times: dict[str, list[float]] = field(default_factory=dict)
+    predicted: dict[str, float] = field(default_factory=dict)
+    ready: set[str] = field(default_factory=set)
+    """Candidates that have a plan (torch's always do; the planner's once planned)."""
+    calibrated: set[Placement] = field(default_factory=set)
+    """Placements whose costs have been measured (by gathering op timings)."""
+    placement: Placement | None = None
+    """Placement of the frame that ran last (None before the first frame)."""
+    winner: str = ""
+    challenger: str = ""
+    events: list[str] = field(default_factory=list)
+    """Decisions to log, oldest first; the frame loop drains it."""
+    explore_s: list[float] = field(default_factory=list)
+    """Frame time of every exploring frame (for the exploration cost)."""
+    _queue: list[str] = field(default_factory=list)
+    _dropped: set[str] = field(default_factory=set)
+    _planning: bool = False
+    _first: bool = True
+    _since_gather: int = 0
+    _drifted: int = 0
+    _since_plan: int = 0
+    _recent: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.candidates]
+        if len(set(names)) != len(names) or not names:
+            raise ValueError(f"candidates must have distinct names, got {names}")
+        self._by_name = {c.name: c for c in self.candidates}
+        self.ready.update(c.name for c in self.candidates if not c.is_planner)
+        if self.start:
+            self.winner = self.start
+            self.ready.add(self.start)
+            return
+        self._queue = list(names)
+
+    # ---- what to run ---------------------------------------------------------------------------
+    @property
+    def exploring(self) -> bool:
+        return not self.winner
+
+    def placement_of(self, name: str) -> Placement:
+        return self._by_name[name].placement
+
+    def candidate(self, name: str) -> Candidate:
+        return self._by_name[name]
+
+    def next_step(self) -> Step:
+        name = self._choose()
+        placement = self.placement_of(name)
+        warm = placement != self.placement
+        # Frames that run the best schedule so far while the planner plans are not exploring.
+        measuring = name == self.challenger or (
+            not self.winner and bool(self._queue) and name == self._queue[0]
+        )
+        self._since_gather += 1
+        gather = not warm and (
+            measuring or placement not in self.calibrated or self._since_gather >= CALIBRATE_EVERY
+        )
+        if gather:
+            self._since_gather = 0
+        return Step(name=name, warm=warm, exploring=measuring or warm, gather=gather)
+
+    def _choose(self) -> str:
+        if self.winner:
+            return self.challenger or self.winner
+        while self._queue:
+            head = self._queue[0]
+            if head in self._dropped:
+                self._queue.pop(0)
+                continue
+            if self._not_worth_moving(head):
+                self._queue.pop(0)
+                continue
+            if head in self.ready:
+                return head
+            # The planner's candidate is being planned: run the best measured schedule on the
+            # current placement meanwhile (no move), else the best measured anywhere.
+            return self._best_measured(prefer=self.placement) or head
+        return self._decide()
+
+    def _not_worth_moving(self, name: str) -> bool:
+        """Skip ``name`` when its placement was never measured and the model predicts every
+        candidate there well above the best measured schedule (see :data:`SKIP_RATIO`)."""
+        placement = self.placement_of(name)
+        if placement == self.placement or any(self.placement_of(n) == placement for n in self.times):
+            return False
+        best = self._best_measured()
+        there = [c.name for c in self.candidates if c.placement == placement and not c.is_planner]
+        predicted = [self.predicted.get(n) for n in there]
+        if not best or not there or any(p is None or p <= 0 for p in predicted):
+            return False
+        limit = SKIP_RATIO * _estimate(self.times[best])
+        if min(p for p in predicted if p is not None) <= limit:
+            return False
+        self._dropped.add(name)
+        self.events.append(
+            f"skipped {name}: the cost model predicts "
+            + ", ".join(f"{n} {1e3 * (self.predicted[n]):.1f} ms" for n in there)
+            + f" on its placement, over {SKIP_RATIO}x the best measured ({best} {1e3 * _estimate(self.times[best]):.1f} ms)"
+        )
+        return True
+
+    def _best_measured(self, prefer: Placement | None = None) -> str:
+        measured = [n for n, t in self.times.items() if t and n not in self._dropped]
+        if not measured:
+            return ""
+        here = [n for n in measured if self.placement_of(n) == prefer]
+        return min(here or measured, key=lambda n: _estimate(self.times[n]))
+
+    # ---- what happened ---------------------------------------------------------------------------
+    def observe(self, step: Step, frame_s: float) -> None:
+        """Record the slowest rank's wall time of the frame that ran ``step``."""
+        self.placement = self.placement_of(step.name)
+        self._since_plan += 1
+        if step.exploring and not self._first:  # every policy pays the run's first frame
+            self.explore_s.append(frame_s)
+        self._first = False
+        if step.warm:
+            return
+        if self.winner and step.name == self.winner and not self.challenger:
+            self._recent = [*self._recent, frame_s][-_RECENT:]
+            return
+        times = self.times.setdefault(step.name, [])
+        times.append(frame_s)
+        if self.winner:  # a challenger after a re-plan
+            if len(times) >= MEASURED_FRAMES:
+                self._settle_challenge(step.name)
+            return
+        if self._queue and self._queue[0] == step.name:
+            best = self._best_measured()
+            best_t = _estimate(self.times[best]) if best and best != step.name else None
+            if len(times) == 1 and best_t is not None and frame_s > DROP_RATIO * best_t:
+                self._queue.pop(0)
+                self.events.append(
+                    f"dropped {step.name}: first measured frame {1e3 * frame_s:.1f} ms is more than "
+                    f"{DROP_RATIO}x the best so far ({best} {1e3 * best_t:.1f} ms)"
+                )
+            elif len(times) >= MEASURED_FRAMES:
+                self._queue.pop(0)
+
+    def needs_planning(self) -> list[str]:
+        """The planner candidate to plan now (it is next in line and has no plan yet), else []."""
+        if self._planning or self.winner or not self._queue:
+            return []
+        head = self._queue[0]
+        return [head] if head not in self.ready and head not in self._dropped else []
+
+    def planning_started(self) -> None:
+        self._planning = True
+
+    def plans_ready(self, names: Sequence[str]) -> None:
+        """The planner's plans for ``names`` arrived and run from the next frame."""
+        self._planning = False
+        self._since_plan = 0
+        self._drifted = 0
+        for name in names:
+            self.ready.add(name)
+            if self.winner and name != self.winner:
+                self.times.pop(name, None)
+                self.challenger = name
+            elif self.winner:
+                self._recent = []
+
+    def duplicate(self, name: str, twin: str) -> None:
+        """The planner's plan ``name`` is the very order of ``twin``: measuring it again would
+        only measure noise, so it is not measured (and does not challenge)."""
+        self._planning = False
+        self._dropped.add(name)
+        self.events.append(f"{name} planned the same order as {twin}; not measured separately")
+
+    def observe_drift(self, drift: float) -> bool:
+        """Feed the largest relative cost drift of the frame; True when a re-plan is due now."""
+        if not self.winner or self._planning or self.challenger:
+            return False
+        self._drifted = self._drifted + 1 if drift > DRIFT_THRESHOLD else 0
+        due = self._drifted >= DRIFT_FRAMES and self._since_plan >= max(1, self.replan_every)
+        if due:
+            self._drifted = 0
+        return due
+
+    def replan_target(self) -> str:
+        """The planner candidate on the winner's placement ("" if there is none)."""
+        place = self.placement_of(self.winner)
+        return next((c.name for c in self.candidates if c.is_planner and c.placement == place), "")
+
+    # ---- decisions -----------------------------------------------------------------------------
+    def _decide(self) -> str:
+        measured = {n: _estimate(t) for n, t in self.times.items() if t and n not in self._dropped}
+        if not measured:
+            measured = {n: _estimate(t) for n, t in self.times.items() if t}
+        self.winner = min(measured, key=lambda n: measured[n])
+        ranking = ", ".join(f"{n} {1e3 * t:.1f} ms" for n, t in sorted(measured.items(), key=lambda x: x[1]))
+        self.events.append(f"explored {len(measured)} schedules ({ranking}); running {self.winner}")
+        if not self._by_name[self.winner].is_planner:
+            planned = [n for n in measured if self._by_name[n].is_planner]
+            for name in planned:
+                self.events.append(self._loss_reason(name, self.winner, measured))
+        return self.winner
+
+    def _settle_challenge(self, name: str) -> None:
+        challenger_t = _estimate(self.times[name])
+        base = _estimate(self._recent) if self._recent else float("inf")
+        if challenger_t < base:
+            self.events.append(
+                f"re-planned {name} measured {1e3 * challenger_t:.1f} ms against {self.winner}'s "
+                f"{1e3 * base:.1f} ms; running {name}"
+            )
+            self.winner = name
+            self._recent = list(self.times[name])
+        else:
+            self.events.append(self._loss_reason(name, self.winner, {name: challenger_t, self.winner: base}))
+        self.challenger = ""
+
+    def _loss_reason(self, planned: str, winner: str, measured: dict[str, float]) -> str:
+        got, best = measured[planned], measured[winner]
+        text = (
+            f"the planner's plan {planned} lost: measured {1e3 * got:.1f} ms/frame against "
+            f"{winner} {1e3 * best:.1f} ms"
+        )
+        p_plan, p_win = self.predicted.get(planned), self.predicted.get(winner)
+        if p_plan is None or p_win is None:
+            return text + "; training runs on " + winner
+        why = (
+            "the cost model predicted it faster, so what it does not model (core contention, "
+            "timing noise) decided"
+            if p_plan < p_win
+            else "the cost model also predicts it slower on this layout"
+        )
+        return (
+            f"{text} (predicted {1e3 * p_plan:.1f} ms against {1e3 * p_win:.1f} ms): {why}; "
+            f"training runs on {winner}"
+        )
+
+    def exploration_cost_s(self) -> float:
+        """Seconds the exploring frames cost beyond running the winner: sum of (frame - winner
+        median); frames faster than the median count negative, so timing noise cancels out."""
+        if not self.winner or not self.explore_s:
+            return 0.0
+        ref = statistics.median(self._recent or self.times.get(self.winner) or self.explore_s)  # typical pace
+        return sum(t - ref for t in self.explore_s)

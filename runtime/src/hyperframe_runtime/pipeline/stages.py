@@ -1,0 +1,109 @@
+"""One rank's stages of one placement (modules, AdamW, executor), and moving them to another.
+
+The hyperframe policy may measure schedules on other placements (one stage per rank for 1F1B,
+a V for ZBV, looped for Interleaved1F1B). Parameters and optimizer state are keyed by parameter
+name, and names are unique across stages (the ``ModelSpec`` contract), so moving to another
+placement is: every pipeline rank all-gathers the named tensors of the pipeline, builds its new
+stages and takes the tensors it now holds. Replicas move in lockstep, each in its own pipeline
+group, and stay identical. This is a between-frames operation and costs one all-gather of the
+pipeline's parameters and AdamW moments; the frame loop counts it as re-planning cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.models.spec import ModelSpec
+from hyperframe_runtime.pipeline.executor import PipelineExecutor
+from hyperframe_runtime.pipeline.topology import ParallelGroups
+from hyperframe_runtime.schedule.ir import Orders, Placement
+
+__all__ = ["StageContext", "StageSet"]
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """What building this rank's stages needs besides the placement and the order."""
+
+    config: TrainConfig
+    spec: ModelSpec
+    pp_rank: int
+    groups: ParallelGroups
+    device: torch.device
+
+
+@dataclass
+class StageSet:
+    """The stages ``placement`` gives this rank, their optimizer and the executor running them."""
+
+    placement: Placement
+    modules: dict[int, nn.Module]
+    optimizer: torch.optim.Optimizer
+    executor: PipelineExecutor
+
+    @classmethod
+    def build(cls, context: StageContext, placement: Placement, orders: Orders) -> StageSet:
+        config, device = context.config, context.device
+        stages = placement.stages_of(context.pp_rank)
+        modules = {s: context.spec.build_stage(s, placement.num_stages).to(device) for s in stages}
+        optimizer = torch.optim.AdamW([p for s in stages for p in modules[s].parameters()], lr=config.lr)
+        executor = PipelineExecutor(
+            stage_modules=modules,
+            num_stages=placement.num_stages,
+            num_microbatches=config.microbatches_per_frame,
+            loss_fn=context.spec.loss_fn,
+            pp_group=context.groups.pp_group,
+            dp_group=context.groups.dp_group,
+            dp_size=config.data,
+            device=device,
+            orders=orders,
+        )
+        return cls(placement, modules, optimizer, executor)
+
+    def named_state(self) -> dict[str, tuple[torch.Tensor, dict[str, Any]]]:
+        """``{parameter name: (value, AdamW state)}`` of this rank's stages, on the CPU."""
+        out: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}
+        for module in self.modules.values():
+            for name, param in module.named_parameters():
+                state = self.optimizer.state.get(param, {})
+                out[name] = (
+                    param.detach().cpu(),
+                    {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v for k, v in state.items()},
+                )
+        return out
+
+    def moved_to(self, context: StageContext, placement: Placement, orders: Orders) -> StageSet:
+        """This pipeline's parameters and optimizer state on ``placement`` (collective over the
+        pipeline group; every pipeline rank calls it with the same placement)."""
+        pp_group = context.groups.pp_group
+        gathered: list[dict[str, tuple[torch.Tensor, dict[str, Any]]] | None] = [None] * dist.get_world_size(
+            pp_group
+        )
+        dist.all_gather_object(gathered, self.named_state(), group=pp_group)
+        merged: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}
+        for part in gathered:
+            merged.update(part or {})
+        new = StageSet.build(context, placement, orders)
+        device = context.device
+        with torch.no_grad():
+            for module in new.modules.values():
+                for name, param in module.named_parameters():
+                    if name not in merged:
+                        raise RuntimeError(
+                            f"parameter {name!r} of the new placement is held by no rank; stage "
+                            "modules must name parameters the same for every stage count"
+                        )
+                    value, state = merged[name]
+                    param.copy_(value)
+                    if state:
+                        new.optimizer.state[param] = {
+                            k: v.to(device) if isinstance(v, torch.Tensor) and k != "step" else v
+                            for k, v in state.items()
+                        }
+        return new

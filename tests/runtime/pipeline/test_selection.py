@@ -1,0 +1,143 @@
+"""The schedule selector's decisions, fed frame times by hand (pure: no ranks, no clock)."""
+
+from __future__ import annotations
+
+import pytest
+from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.pipeline.candidates import candidate_plans
+from hyperframe_runtime.pipeline.selection import (
+    DRIFT_FRAMES,
+    DRIFT_THRESHOLD,
+    MEASURED_FRAMES,
+    Candidate,
+    ScheduleSelector,
+)
+from hyperframe_runtime.schedule.ir import Placement
+
+ONE = Placement.one_per_rank(2)
+V = Placement.vshape(2)
+
+
+def _selector() -> ScheduleSelector:
+    return ScheduleSelector(
+        [Candidate("1f1b", ONE, "1F1B"), Candidate("hyperframe-1", ONE), Candidate("zbv", V, "ZBVZeroBubble")]
+    )
+
+
+def _run(selector: ScheduleSelector, times: dict[str, float], frames: int) -> list[str]:
+    ran = []
+    for _ in range(frames):
+        step = selector.next_step()
+        ran.append(step.name)
+        selector.observe(step, times[step.name])
+        if selector.needs_planning():
+            selector.planning_started()
+            selector.plans_ready(selector.needs_planning() or ["hyperframe-1"])
+    return ran
+
+
+def test_candidates_follow_the_layout() -> None:
+    auto, _ = candidate_plans(TrainConfig(pipeline=2, n_layers=4, microbatches_per_frame=4, replan_every=1))
+    assert [c.name for c in auto] == [
+        "1f1b",
+        "gpipe",
+        "hyperframe-1",
+        "interleaved1f1b",
+        "zbv",
+        "hyperframe-v",
+    ]
+    pinned, plans = candidate_plans(TrainConfig(pipeline=2, n_layers=4, stages_per_rank=1, replan_every=1))
+    assert [c.name for c in pinned] == ["1f1b", "gpipe", "hyperframe-1"] and set(plans) == {"1f1b", "gpipe"}
+    gpu, _ = candidate_plans(TrainConfig(pipeline=2, n_layers=4, device="cuda", replan_every=1))
+    assert "gpipe" not in [c.name for c in gpu]  # all activations in flight: not without a limit
+    odd_m, _ = candidate_plans(TrainConfig(pipeline=2, n_layers=4, microbatches_per_frame=3, replan_every=1))
+    assert "interleaved1f1b" not in [c.name for c in odd_m]  # needs m a multiple of p
+    two_layers, _ = candidate_plans(
+        TrainConfig(pipeline=2, n_layers=2, stages_per_rank=1, microbatches_per_frame=4, replan_every=1)
+    )
+    assert [c.placement.num_stages for c in two_layers] == [2, 2, 2]  # 2 layers cannot make a V of 4
+
+
+def test_explores_in_order_then_runs_the_fastest_and_says_why_the_plan_lost() -> None:
+    selector = _selector()
+    selector.predicted.update({"1f1b": 0.050, "hyperframe-1": 0.048})
+    ran = _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": 0.060}, 12)
+    # 1F1B: warm-up + measured frames; the planner's plan on the same placement: no warm-up.
+    assert ran[: 1 + MEASURED_FRAMES] == ["1f1b"] * (1 + MEASURED_FRAMES)
+    assert ran[1 + MEASURED_FRAMES : 1 + 2 * MEASURED_FRAMES] == ["hyperframe-1"] * MEASURED_FRAMES
+    assert selector.winner == "1f1b" and ran[-1] == "1f1b"
+    lost = [e for e in selector.events if "hyperframe-1 lost" in e]
+    assert lost and "predicted it faster" in lost[0] and "training runs on 1f1b" in lost[0]
+
+
+def test_a_much_slower_candidate_is_dropped_after_one_measured_frame() -> None:
+    selector = _selector()
+    ran = _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.050, "zbv": 0.500}, 12)
+    assert ran.count("zbv") == 2  # warm-up (a new placement) and one measured frame
+    assert any(e.startswith("dropped zbv") for e in selector.events)
+
+
+def test_the_planners_plan_wins_when_it_measures_fastest() -> None:
+    selector = _selector()
+    _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.040, "zbv": 0.060}, 12)
+    assert selector.winner == "hyperframe-1"
+    assert not any("lost" in e for e in selector.events)
+
+
+def test_cost_drift_triggers_a_replan_whose_plan_must_beat_the_winner_to_stay() -> None:
+    selector = _selector()
+    _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": 0.060}, 14)
+    assert selector.winner == "1f1b"
+    # Noise below the threshold, or a single drifted frame, is not a change.
+    assert not any(selector.observe_drift(DRIFT_THRESHOLD / 2) for _ in range(10))
+    assert not selector.observe_drift(2 * DRIFT_THRESHOLD)
+    assert not selector.observe_drift(0.0)
+    due = [selector.observe_drift(2 * DRIFT_THRESHOLD) for _ in range(DRIFT_FRAMES)]
+    assert due == [False] * (DRIFT_FRAMES - 1) + [True]
+    assert selector.replan_target() == "hyperframe-1"
+    selector.planning_started()
+    selector.plans_ready(["hyperframe-1"])
+    ran = _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.030, "zbv": 0.060}, 4)
+    assert ran[:MEASURED_FRAMES] == ["hyperframe-1"] * MEASURED_FRAMES
+    assert selector.winner == "hyperframe-1"
+
+
+def test_exploration_cost_counts_only_what_exploring_added() -> None:
+    selector = _selector()
+    _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.050, "zbv": 0.070}, 14)
+    # zbv's warm-up and its one measured frame (then dropped: 1.4x the best) cost 0.02 s each
+    # beyond the winner; the run's first frame is paid by every policy and does not count.
+    assert selector.exploration_cost_s() == pytest.approx(2 * 0.020)
+
+
+def test_resume_starts_on_the_saved_schedule_without_exploring() -> None:
+    selector = ScheduleSelector(_selector().candidates, start="zbv")
+    step = selector.next_step()
+    assert step.name == "zbv" and not selector.exploring
+
+
+def test_a_plan_identical_to_a_measured_schedule_is_not_measured_again() -> None:
+    selector = _selector()
+    ran = []
+    for _ in range(8):
+        step = selector.next_step()
+        ran.append(step.name)
+        selector.observe(step, 0.05)
+        if selector.needs_planning():
+            selector.planning_started()
+            selector.duplicate("hyperframe-1", "1f1b")
+    assert "hyperframe-1" not in ran and "zbv" in ran
+    assert any("same order as 1f1b" in e for e in selector.events)
+
+
+def test_a_placement_predicted_well_slower_is_not_moved_to() -> None:
+    selector = _selector()
+    selector.predicted["zbv"] = 0.080  # > SKIP_RATIO x the 0.050 measured for 1F1B
+    ran = _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": 0.040}, 10)
+    assert "zbv" not in ran and selector.winner == "1f1b"
+    assert any(e.startswith("skipped zbv") for e in selector.events)
+    # Predicted within the ratio: measured after all (and here it wins).
+    selector = _selector()
+    selector.predicted["zbv"] = 0.052
+    assert "zbv" in _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": 0.040}, 14)
+    assert selector.winner == "zbv"
