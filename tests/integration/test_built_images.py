@@ -36,6 +36,7 @@ import pytest
 import yaml
 from hyperframe.images.matrix import DebootstrapBase, Matrix, Profile
 from hyperframe.images.repo import load_matrix
+from hyperframe_devcluster import prereqs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(5400)]
 
@@ -50,6 +51,12 @@ SCRIPTS = ("hyperframe-smoke", "hyperframe-launch", "hyperframe-train", "torchru
 def _no_engine_reason() -> str | None:
     if os.geteuid() != 0:
         return f"BuildKit's OCI worker needs root here; this is uid {os.geteuid()}"
+    try:
+        # The same Debian packages as the real node's (runc, docker-registry, debootstrap), installed
+        # with apt-get when missing, so a fresh machine needs no step by hand.
+        prereqs.ensure()
+    except prereqs.PrerequisiteError as error:
+        return str(error)
     if shutil.which("runc") is None:
         return "runc is not installed (apt-get install runc)"
     if shutil.which("docker-registry") is None:
