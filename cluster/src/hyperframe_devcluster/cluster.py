@@ -26,12 +26,9 @@ from .pki import Pki, ensure_pki
 from .probes import apiserver_context, http_ok, insecure_context
 from .process import (
     log_tail,
-    running_pid,
-    start_component,
-    stop_component,
-    wait_until,
 )
 from .rest import ApiError, RestClient
+from .supervisor import Supervisor
 
 __all__ = ["LocalCluster", "UpReport"]
 
@@ -53,7 +50,6 @@ class LocalCluster:
 
     def __init__(self, config: ClusterConfig) -> None:
         self.config = config
-        self._marker = str(config.state_dir)
 
     # --- queries ----------------------------------------------------------------------------
     @property
@@ -69,7 +65,7 @@ class LocalCluster:
         return Pki(self.config.pki_dir)
 
     def pid(self, component: str) -> int | None:
-        return running_pid(self.config.pid_file(component), self._marker)
+        return Supervisor(self.config).pid(component)
 
     @property
     def node(self) -> RealNode:
@@ -218,22 +214,10 @@ class LocalCluster:
             target.chmod(0o600)
 
     def _launch(self, component: str, command: list[str]) -> None:
-        start_component(
-            command,
-            self.config.log_file(component),
-            self.config.pid_file(component),
-            die_with_parent=self.config.die_with_parent,
-        )
+        Supervisor(self.config).launch(component, command)
 
     def _wait(self, component: str, what: str, ready: Callable[[], bool]) -> None:
-        wait_until(
-            ready,
-            component=component,
-            what=what,
-            timeout_s=self.config.start_timeout_s,
-            log_file=self.config.log_file(component),
-            alive=lambda: self.pid(component) is not None,
-        )
+        Supervisor(self.config).wait(component, what, ready)
 
     def _apiserver_context(self) -> ssl.SSLContext:
         pki = self.pki
@@ -253,7 +237,7 @@ class LocalCluster:
         ask for it), so a cluster started with it never leaves anything behind.
         """
         stopped = self.node.stop()
-        stopped += [c for c in reversed(COMPONENTS) if stop_component(self.config.pid_file(c), self._marker)]
+        stopped += [c for c in reversed(COMPONENTS) if Supervisor(self.config).stop(c)]
         self.config.state_file.unlink(missing_ok=True)
         return stopped
 

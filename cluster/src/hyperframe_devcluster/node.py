@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Final
 
 from . import node_config, oci, paths
+from .components import kubeconfig_yaml
 from .config import ClusterConfig
 from .node_config import NODE_NAME, NodeLayout, NodeNetwork
 from .pki import Pki
 from .probes import http_ok
-from .process import log_tail, running_pid, start_component, stop_component, wait_until
+from .process import log_tail
 from .rest import ApiError, RestClient
+from .supervisor import Supervisor
 
 __all__ = ["NODE_COMPONENTS", "RealNode"]
 
@@ -96,7 +98,7 @@ class RealNode:
         return self.config.state_dir / "registry.json"
 
     def pid(self, component: str) -> int | None:
-        return running_pid(self.config.pid_file(component), self._marker)
+        return Supervisor(self.config).pid(component)
 
     def running_components(self) -> list[str]:
         return [c for c in NODE_COMPONENTS if self.pid(c) is not None]
@@ -211,8 +213,6 @@ class RealNode:
         self._wait("coredns", "/ready", lambda: http_ok(f"http://{net.node_ip}:8181/ready"))
 
     def _kubeconfig(self, stem: str, server: str) -> Path:
-        from .components import kubeconfig_yaml
-
         path = self.config.component_kubeconfig(stem)
         path.write_text(
             kubeconfig_yaml(
@@ -318,22 +318,10 @@ class RealNode:
 
     # --- processes --------------------------------------------------------------------------
     def _launch(self, component: str, command: list[str]) -> None:
-        start_component(
-            command,
-            self.config.log_file(component),
-            self.config.pid_file(component),
-            die_with_parent=self.config.die_with_parent,
-        )
+        Supervisor(self.config).launch(component, command)
 
     def _wait(self, component: str, what: str, ready: Callable[[], bool]) -> None:
-        wait_until(
-            ready,
-            component=component,
-            what=what,
-            timeout_s=self.config.start_timeout_s,
-            log_file=self.config.log_file(component),
-            alive=lambda: self.pid(component) is not None,
-        )
+        Supervisor(self.config).wait(component, what, ready)
 
     def log_tails(self, lines: int = 30) -> dict[str, str]:
         return {c: log_tail(self.config.log_file(c), lines) for c in NODE_COMPONENTS}
@@ -343,16 +331,16 @@ class RealNode:
         """Stop and remove everything of this node; return the daemons that were running."""
         stopped = []
         for component in ("coredns", "kube-proxy", "kubelet"):
-            if stop_component(self.config.pid_file(component), self._marker):
+            if Supervisor(self.config).stop(component):
                 stopped.append(component)
         self._kill_cgroup_processes()
-        if stop_component(self.config.pid_file("containerd"), self._marker):
+        if Supervisor(self.config).stop("containerd"):
             stopped.append("containerd")
         self._kill_leftovers()
         self._kill_cgroup_processes()
         self._remove_cgroups()
         self._delete_netns(f"hf-{self.ident}")
-        if stop_component(self.config.pid_file("registry"), self._marker):
+        if Supervisor(self.config).stop("registry"):
             stopped.append("registry")
         self._unmount_state()
         self._network_file.unlink(missing_ok=True)
