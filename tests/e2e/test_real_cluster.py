@@ -67,7 +67,9 @@ def installed(
     built = time.monotonic() - start
     home = tmp_path_factory.mktemp("helm")
     start = time.monotonic()
-    result = demo.install_operator(local_cluster.kubeconfig, home, images)
+    # Progress writes every 2 s (default 10 s), so a test sees FRAME move within a short job.
+    flush = {"operator": {"extraEnv": [{"name": "HYPERFRAME_PROGRESS_FLUSH_SECONDS", "value": "2"}]}}
+    result = demo.install_operator(local_cluster.kubeconfig, home, images, extra_values=flush)
     assert result.returncode == 0, result.stdout + result.stderr
     install_s = time.monotonic() - start
     kubectl = local_cluster.kubectl
@@ -148,7 +150,6 @@ def test_the_operator_runs_in_cluster_on_the_real_node_pinned_non_root_read_only
 def test_a_cpu_job_runs_the_gate_and_trains_in_real_containers_to_succeeded(installed: Installed) -> None:
     kubectl = installed.kubectl
     applied = time.monotonic()
-    # Enough frames that progress (coalesced by the operator to one write per 10 s) is seen moving.
     kubectl.apply([_job(installed, "train", frames=60, every_frames=20)], namespace=NS)
 
     def running(pods: list[dict[str, Any]]) -> bool:
