@@ -27,7 +27,9 @@ def test_up_stops_stale_processes_and_a_failing_component_fails_it_with_its_log_
         )
     real = components.apiserver_command
     monkeypatch.setattr(
-        components, "apiserver_command", lambda *args: [*real(*args), "--no-such-flag-for-this-test"]
+        components,
+        "apiserver_command",
+        lambda *args, **kwargs: [*real(*args, **kwargs), "--no-such-flag-for-this-test"],
     )
     cluster = LocalCluster(
         ClusterConfig(state_dir=tmp_path / "cluster", die_with_parent=True, start_timeout_s=60)
