@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl, the KWOK controller and helm), the real node (kubelet, kube-proxy, CoreDNS) and the
-# image toolchain (buildkitd, buildctl, buildx) from the Go module proxy, at the versions pinned
-# in cluster/versions.env.
+# image toolchain (buildkitd, buildctl, buildx) and the Kueue controller from the Go module proxy,
+# at the versions pinned in cluster/versions.env.
 #
 # Binaries go to a per-user cache keyed by version:
 #   ${HYPERFRAME_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hyperframe/bin}/<name>-<version>
@@ -52,6 +52,7 @@ HELM="$(pin HELM_VERSION)"
 COREDNS="$(pin COREDNS_VERSION)"
 BUILDKIT="$(pin BUILDKIT_VERSION)"
 BUILDX="$(pin BUILDX_VERSION)"
+KUEUE="$(pin KUEUE_VERSION)"
 # k8s.io/kubernetes v1.N.M pairs with staging modules v0.N.M.
 K8S_STAGING="v0.${K8S#v1.}"
 K8S_MINOR="$(echo "$K8S" | cut -d. -f2)"
@@ -64,11 +65,12 @@ target() { echo "$BIN_DIR/$1-$2"; }
 missing=()
 for spec in "etcd $ETCD" "kube-apiserver $K8S" "kube-controller-manager $K8S" "kube-scheduler $K8S" \
             "kubectl $K8S" "kubelet $K8S" "kube-proxy $K8S" "kwok $KWOK" "helm $HELM" "coredns $COREDNS" \
-            "buildkitd $BUILDKIT" "buildctl $BUILDKIT" "buildx $BUILDX" "pause $K8S"; do
+            "buildkitd $BUILDKIT" "buildctl $BUILDKIT" "buildx $BUILDX" "pause $K8S" "kueue $KUEUE"; do
   read -r name version <<<"$spec"
   [[ -x "$(target "$name" "$version")" ]] || missing+=("$name-$version")
 done
 [[ -f "$BIN_DIR/kwok-$KWOK-stage-crd.yaml" ]] || missing+=("kwok-$KWOK-stage-crd.yaml")
+[[ -f "$BIN_DIR/kueue-$KUEUE-manifests.yaml" ]] || missing+=("kueue-$KUEUE-manifests.yaml")
 
 if [[ "$mode" == check ]]; then
   if ((${#missing[@]})); then
@@ -82,7 +84,7 @@ fi
 if [[ "$mode" == gomod ]]; then
   missing=(etcd- kube- kwok- helm- buildkitd-)
 elif ((${#missing[@]} == 0)); then
-  log "binaries up to date in $BIN_DIR (k8s $K8S, etcd $ETCD, kwok $KWOK, helm $HELM, coredns $COREDNS, buildkit $BUILDKIT, buildx $BUILDX)"
+  log "binaries up to date in $BIN_DIR (k8s $K8S, etcd $ETCD, kwok $KWOK, helm $HELM, coredns $COREDNS, buildkit $BUILDKIT, buildx $BUILDX, kueue $KUEUE)"
   exit 0
 fi
 
@@ -292,6 +294,22 @@ fi
 if need buildx-; then
   build_one buildx "$BUILDX" go_install_to_out "github.com/docker/buildx/cmd/buildx@$BUILDX" \
     "-s -w -X github.com/docker/buildx/version.Version=$BUILDX"
+fi
+
+# Kueue (sigs.k8s.io/kueue has no replace or exclude directives: plain `go install`), and its
+# CRDs and webhook configurations from the same module, which the opt-in dev cluster installs.
+if need kueue-; then
+  build_one kueue "$KUEUE" go_install_to_out "sigs.k8s.io/kueue/cmd/kueue@$KUEUE" \
+    "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE"
+  kueue_dir="$(module_field "sigs.k8s.io/kueue@$KUEUE" Dir)/config/components"
+  [[ -f "$kueue_dir/webhook/manifests.yaml" ]] || die "kueue $KUEUE has no webhook manifests in $kueue_dir"
+  manifests="$BIN_DIR/kueue-$KUEUE-manifests.yaml"
+  for doc in "$kueue_dir"/crd/bases/*.yaml "$kueue_dir/webhook/manifests.yaml"; do
+    printf -- '---\n'
+    cat "$doc"
+  done >"$manifests.tmp"
+  mv "$manifests.tmp" "$manifests"
+  chmod 0644 "$manifests"
 fi
 
 log "binaries ready in $BIN_DIR"
