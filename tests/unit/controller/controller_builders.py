@@ -112,6 +112,11 @@ class Pod:
         self._pod = replace(self.running()._pod, phase=phase, main_end=end)
         return self
 
+    def queued(self, queue: str) -> Pod:
+        """Held at Kueue's admission gate (the pod webhook's scheduling gate) of LocalQueue ``queue``."""
+        self._pod = replace(self._pod, queue_gated=queue)
+        return self
+
     def deleting(self, since: datetime) -> Pod:
         self._pod = replace(self._pod, deleting_since=since)
         return self

@@ -257,6 +257,7 @@ def _progress_phase(
 ) -> None:
     """Pending, SmokeTesting or Running, from how far the complete gang has come."""
     n = d.job.num_nodes
+    _queue_state(d, current)
     complete = len(current) == n and not d.create
     running = complete and all(p.phase == "Running" and p.main_started for p in current)
     if gates_passed and complete:
@@ -277,6 +278,23 @@ def _progress_phase(
         d.phase(Phase.SMOKE_TESTING, "smoke gate started")
     else:
         d.phase(Phase.PENDING, f"waiting for gang generation {d.status.gang_generation} to be scheduled")
+
+
+def _queue_state(d: _Draft, current: Sequence[ObservedPod]) -> None:
+    """Queued while Kueue holds the gang's pods at its admission gate; not queued once it released them."""
+    queues = sorted({p.queue_gated for p in current if p.queue_gated is not None})
+    if queues:
+        message = (
+            f"gang generation {d.status.gang_generation} is queued in Kueue LocalQueue {', '.join(queues)}: "
+            "its pods wait at Kueue's admission gate until the queue has quota for the whole gang"
+        )
+        if not d.status.is_true(C.QUEUED):
+            d.event(EventType.NORMAL, "Queued", message)
+        d.cond(C.QUEUED, True, "WaitingForAdmission", message)
+    elif current and d.status.is_true(C.QUEUED):
+        message = f"Kueue admitted gang generation {d.status.gang_generation} as one workload"
+        d.cond(C.QUEUED, False, "Admitted", message)
+        d.event(EventType.NORMAL, "Admitted", message)
 
 
 def _fail_gang(
