@@ -117,6 +117,11 @@ class Pod:
         self._pod = replace(self._pod, queue_gated=queue)
         return self
 
+    def stopped_by_kueue(self, since: datetime) -> Pod:
+        """Deleted by Kueue after it set the pod's TerminationTarget condition (preemption)."""
+        self._pod = replace(self._pod, deleting_since=since, kueue_stopped="Preempted: preempted by urgent")
+        return self
+
     def deleting(self, since: datetime) -> Pod:
         self._pod = replace(self._pod, deleting_since=since)
         return self

@@ -84,6 +84,18 @@ def test_a_gang_held_by_kueue_is_queued_once_and_admitted_when_released() -> Non
     assert "Admitted" in reasons(admitted)
 
 
+def test_a_gang_kueue_preempts_is_recreated_without_counting_a_restart() -> None:
+    status = started(phase=Phase.RUNNING, restarts=0)
+    pods = [Pod(0).on("n1").running().stopped_by_kueue(at(1)).obj(), Pod(1).on("n2").running().obj()]
+    plan = run(job(), status, pods, now_s=1)
+    assert plan.status.phase == Phase.RESTARTING
+    assert plan.status.restarts == 0 and plan.status.gang_generation == 1
+    assert "Preempted" in reasons(plan)
+    cond = plan.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "Preempted" and "not counted" in cond.message
+    assert deleted(plan) == {pods[1].name}, "the rest of the gang goes with it"
+
+
 def test_a_job_without_a_queue_never_gets_a_queued_condition() -> None:
     plan = run(job(), started(), [Pod(0).on("n1").obj(), Pod(1).on("n2").obj()], now_s=1)
     assert plan.status.condition(C.QUEUED) is None

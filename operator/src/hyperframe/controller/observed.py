@@ -26,6 +26,7 @@ __all__ = ["KUEUE_ADMISSION_GATE", "ContainerEnd", "NodeState", "ObservedPod", "
 KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
 """The scheduling gate Kueue's pod webhook adds and removes from the whole group on admission."""
 _KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+_KUEUE_STOP_CONDITION = "TerminationTarget"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +60,8 @@ class ObservedPod:
     message: str = ""
     queue_gated: str | None = None
     """The Kueue LocalQueue holding the pod at its admission gate (not admitted yet), else None."""
+    kueue_stopped: str | None = None
+    """Why Kueue stopped the pod (its ``TerminationTarget`` condition: preemption, eviction), else None."""
 
     @property
     def gate_passed(self) -> bool:
@@ -124,7 +127,19 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod | None:
         reason=str(status.get("reason") or ""),
         message=str(status.get("message") or ""),
         queue_gated=_queue_gated(spec, labels),
+        kueue_stopped=_kueue_stopped(status) if labels.get(_KUEUE_QUEUE_LABEL) else None,
     )
+
+
+def _kueue_stopped(status: Mapping[str, Any]) -> str | None:
+    for cond in status.get("conditions") or ():
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") == _KUEUE_STOP_CONDITION
+            and cond.get("status") == "True"
+        ):
+            return f"{cond.get('reason') or 'Stopped'}: {cond.get('message') or 'stopped by Kueue'}"
+    return None
 
 
 def _queue_gated(spec: Mapping[str, Any], labels: Mapping[str, Any]) -> str | None:

@@ -15,7 +15,7 @@ from datetime import datetime
 from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
 from .observed import NodeState, ObservedPod
 from .plan import Event, EventType, Plan, PodDeletion
-from .policy_failure import Failure, find_failures, restart_backoff, stuck_pods
+from .policy_failure import PREEMPTED, Failure, find_failures, restart_backoff, stuck_pods
 from .policy_run import deadline_at, pods_to_clean, ttl_expires_at
 from .policy_smoke import judge_gates, merge_smoke_status
 from .policy_success import succeeded_rank0
@@ -328,15 +328,23 @@ def _fail_gang(
             d, pods, Phase.FAILED, permanent.reason, f"{permanent.message} (not retried: permanent error)"
         )
         return
-    if d.status.restarts >= policy.backoff_limit:
+    # Kueue stopped the gang (the ranks it already removed show as PodDeleted): not a failure of the job.
+    reasons = {f.reason for f in failures}
+    preempted = PREEMPTED in reasons and reasons <= {PREEMPTED, "PodDeleted"}
+    if not preempted and d.status.restarts >= policy.backoff_limit:
         message = (
             f"runPolicy.backoffLimit ({policy.backoff_limit}) reached after {d.status.restarts} gang restart(s); "
             f"last failure: {first.message}"
         )
         _finish(d, pods, Phase.FAILED, "BackoffLimitExceeded", message)
         return
-    restarts = d.status.restarts + 1
-    message = f"gang restart {restarts}/{policy.backoff_limit} after {first.reason}: {first.message}"
+    restarts = d.status.restarts + (0 if preempted else 1)
+    message = (
+        f"gang generation {d.status.gang_generation} preempted ({first.message}); recreated and queued again, "
+        "not counted against runPolicy.backoffLimit"
+        if preempted
+        else f"gang restart {restarts}/{policy.backoff_limit} after {first.reason}: {first.message}"
+    )
     d.status = d.status.replace(
         restarts=restarts, gang_generation=d.status.gang_generation + 1, message=message
     )
