@@ -82,7 +82,7 @@ if [[ "$mode" == check ]]; then
 fi
 
 if [[ "$mode" == gomod ]]; then
-  missing=(etcd- kube- kwok- helm- buildkitd-)
+  missing=(etcd- kube- kwok- helm- buildkitd- kueue-)
 elif ((${#missing[@]} == 0)); then
   log "binaries up to date in $BIN_DIR (k8s $K8S, etcd $ETCD, kwok $KWOK, helm $HELM, coredns $COREDNS, buildkit $BUILDKIT, buildx $BUILDX, kueue $KUEUE)"
   exit 0
@@ -231,6 +231,7 @@ if [[ "$mode" == gomod ]]; then
   ensure_etcd_wrapper
   ensure_kubernetes_wrapper
   ensure_buildkit_wrapper
+  ensure_kueue_wrapper
   log "wrapper modules match $VERSIONS_FILE"
   exit 0
 fi
@@ -296,11 +297,36 @@ if need buildx-; then
     "-s -w -X github.com/docker/buildx/version.Version=$BUILDX"
 fi
 
-# Kueue (sigs.k8s.io/kueue has no replace or exclude directives: plain `go install`), and its
-# CRDs and webhook configurations from the same module, which the opt-in dev cluster installs.
+# Kueue, and its CRDs and webhook configurations from the same module, which the opt-in dev
+# cluster installs. Kueue's main reads the metrics serving certificate from a fixed path
+# (/etc/kueue/metrics/certs) unless it manages certificates in-cluster (for a Service DNS name, not
+# the loopback address the dev cluster's webhooks use). So cmd/kueue (one main.go, no internal
+# imports) is built from a copy with that one line reading $KUEUE_METRICS_CERT_DIR first, in a
+# throw-away module with the wrapper's go.mod/go.sum (the module cache is read-only, and `-overlay`
+# refuses files under it); every other package is the pinned module's own. build.sh fails if the
+# line it patches is not there.
+go_build_kueue() {
+  local src tmp
+  src="$(module_field "sigs.k8s.io/kueue@$KUEUE" Dir)/cmd/kueue/main.go"
+  tmp="$(dirname "$out")/module"
+  grep -q 'metricsCertPath := "/etc/kueue/metrics/certs"' "$src" \
+    || die "kueue $KUEUE: cmd/kueue/main.go no longer has the metrics certificate path build.sh patches"
+  mkdir -p "$tmp/cmd/kueue"
+  cp "$GOMOD_DIR/kueue/go.mod" "$GOMOD_DIR/kueue/go.sum" "$tmp/"
+  sed 's#metricsCertPath := "/etc/kueue/metrics/certs"#metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR"); if metricsCertPath == "" { metricsCertPath = "/etc/kueue/metrics/certs" }#' \
+    "$src" >"$tmp/cmd/kueue/main.go"
+  (cd "$tmp" && go build -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE" -o "$out" ./cmd/kueue)
+}
+ensure_kueue_wrapper() {
+  local dir="$GOMOD_DIR/kueue"
+  if grep -qx "require sigs.k8s.io/kueue $KUEUE" "$dir/go.mod" 2>/dev/null; then
+    return
+  fi
+  write_wrapper "$dir" hyperframe.dev/cluster/kueue sigs.k8s.io/kueue "$KUEUE" sigs.k8s.io/kueue/cmd/kueue </dev/null
+}
 if need kueue-; then
-  build_one kueue "$KUEUE" go_install_to_out "sigs.k8s.io/kueue/cmd/kueue@$KUEUE" \
-    "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE"
+  ensure_kueue_wrapper
+  build_one kueue "$KUEUE" go_build_kueue
   kueue_dir="$(module_field "sigs.k8s.io/kueue@$KUEUE" Dir)/config/components"
   [[ -f "$kueue_dir/webhook/manifests.yaml" ]] || die "kueue $KUEUE has no webhook manifests in $kueue_dir"
   manifests="$BIN_DIR/kueue-$KUEUE-manifests.yaml"

@@ -236,6 +236,7 @@ class LocalCluster:
                 paths.binary("kueue"),
                 config_file=config_file,
                 kubeconfig=cfg.component_kubeconfig(kueue.KUEUE_COMPONENT),
+                cert_dir=cert_dir,
             ),
         )
         self._wait(

@@ -114,8 +114,12 @@ def configuration(*, webhook_port: int, health_port: int, cert_dir: Path) -> dic
     }
 
 
-def command(binary: Path, *, config_file: Path, kubeconfig: Path) -> list[str]:
+def command(binary: Path, *, config_file: Path, kubeconfig: Path, cert_dir: Path) -> list[str]:
+    """The controller's command line; `cert_dir` also serves the metrics endpoint's certificate
+    (read from $KUEUE_METRICS_CERT_DIR by the binary cluster/build.sh builds)."""
     return [
+        "env",
+        f"KUEUE_METRICS_CERT_DIR={cert_dir}",
         str(binary),
         f"--config={config_file}",
         f"--kubeconfig={kubeconfig}",
