@@ -11,6 +11,7 @@ bound without Kueue having admitted the whole gang.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -161,8 +162,9 @@ def gated(pod: dict[str, Any]) -> bool:
 
 
 def workload(kk: Kubectl, group: str) -> dict[str, Any]:
-    items = kk.json("get", "workloads.kueue.x-k8s.io", "-n", NAMESPACE)["items"]
-    return next((dict(w) for w in items if w["metadata"]["name"].startswith(group) or group in str(w)), {})
+    """The Workload Kueue made for a pod group (named after the group: one per gang generation)."""
+    result = kk.run("get", "workloads.kueue.x-k8s.io", group, "-n", NAMESPACE, "-o", "json", check=False)
+    return dict(json.loads(result.stdout)) if result.returncode == 0 else {}
 
 
 def admitted(wl: dict[str, Any]) -> bool:
@@ -199,11 +201,12 @@ class GangSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             pods = [p for p in job_pods(self.kk, self.name) if not _terminating(p)]
-            released = [p["metadata"]["name"] for p in pods if not gated(p) or p["spec"].get("nodeName")]
-            if released:
-                wl = workload(self.kk, self.name)
+            released = [p for p in pods if not gated(p) or p["spec"].get("nodeName")]
+            for group in {p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] for p in released}:
+                wl = workload(self.kk, group)
                 if not (admitted(wl) and admitted_count(wl) == NODES):
-                    self.partial.append(f"{released} released, workload admitted={admitted(wl)}")
+                    names = [p["metadata"]["name"] for p in released]
+                    self.partial.append(f"{names} released, workload {group} admitted={admitted(wl)}")
             self.samples += 1
             self._stop.wait(0.2)
 
