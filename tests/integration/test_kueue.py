@@ -91,7 +91,11 @@ def urgent_pod_group(namespace: str, name: str, size: int) -> list[dict[str, Any
                     "kueue.x-k8s.io/priority-class": "urgent",
                     "app": name,
                 },
-                "annotations": {"kueue.x-k8s.io/pod-group-total-count": str(size)},
+                # Deleted pods are not replaced: the group's workload ends and frees its quota.
+                "annotations": {
+                    "kueue.x-k8s.io/pod-group-total-count": str(size),
+                    "kueue.x-k8s.io/retriable-in-group": "false",
+                },
             },
             "spec": {
                 "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],

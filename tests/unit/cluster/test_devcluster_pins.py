@@ -109,5 +109,6 @@ def test_build_sh_builds_kueue_at_its_pin_and_copies_its_manifests() -> None:
 
     assert paths.BINARIES["kueue"] == "KUEUE_VERSION"
     assert 'KUEUE="$(pin KUEUE_VERSION)"' in script
-    assert '"sigs.k8s.io/kueue/cmd/kueue@$KUEUE"' in script
     assert '"kueue-$KUEUE-manifests.yaml"' in script
+    gomod = (GOMOD / "kueue" / "go.mod").read_text()
+    assert f"\nrequire sigs.k8s.io/kueue {paths.pins().kueue}\n" in gomod
