@@ -12,6 +12,7 @@ bound without Kueue having admitted the whole gang.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -122,11 +123,12 @@ def kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
     cluster = LocalCluster(
         ClusterConfig(state_dir=state, gpu_nodes=NODES, system_nodes=1, kueue=True, die_with_parent=True)
     )
-    cluster.up(reuse=False)
     try:
+        cluster.up(reuse=False)
         yield cluster
     finally:
         cluster.down()
+        shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
