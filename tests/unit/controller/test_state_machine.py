@@ -96,6 +96,16 @@ def test_a_gang_kueue_preempts_is_recreated_without_counting_a_restart() -> None
     assert deleted(plan) == {pods[1].name}, "the rest of the gang goes with it"
 
 
+def test_preemption_at_the_backoff_limit_still_requeues_but_a_failure_fails() -> None:
+    status = started(phase=Phase.RUNNING, restarts=1)
+    preempted = [Pod(0).on("n1").running().stopped_by_kueue(at(1)).obj(), Pod(1).on("n2").running().obj()]
+    plan = run(job(backoff_limit=1), status, preempted, now_s=1)
+    assert plan.status.phase == Phase.RESTARTING and plan.status.restarts == 1
+
+    failed = [Pod(0).on("n1").exited(1).obj(), Pod(1).on("n2").running().obj()]
+    assert run(job(backoff_limit=1), status, failed, now_s=1).status.phase == Phase.FAILED
+
+
 def test_a_job_without_a_queue_never_gets_a_queued_condition() -> None:
     plan = run(job(), started(), [Pod(0).on("n1").obj(), Pod(1).on("n2").obj()], now_s=1)
     assert plan.status.condition(C.QUEUED) is None
