@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl, the KWOK controller and helm), the real node (kubelet, kube-proxy, CoreDNS) and the
-# image toolchain (buildkitd, buildctl, buildx) from the Go module proxy, at the versions pinned
-# in cluster/versions.env.
+# image toolchain (buildkitd, buildctl, buildx) and the Kueue controller from the Go module proxy,
+# at the versions pinned in cluster/versions.env.
 #
 # Binaries go to a per-user cache keyed by version:
 #   ${HYPERFRAME_BIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hyperframe/bin}/<name>-<version>
@@ -52,6 +52,7 @@ HELM="$(pin HELM_VERSION)"
 COREDNS="$(pin COREDNS_VERSION)"
 BUILDKIT="$(pin BUILDKIT_VERSION)"
 BUILDX="$(pin BUILDX_VERSION)"
+KUEUE="$(pin KUEUE_VERSION)"
 # k8s.io/kubernetes v1.N.M pairs with staging modules v0.N.M.
 K8S_STAGING="v0.${K8S#v1.}"
 K8S_MINOR="$(echo "$K8S" | cut -d. -f2)"
@@ -64,11 +65,12 @@ target() { echo "$BIN_DIR/$1-$2"; }
 missing=()
 for spec in "etcd $ETCD" "kube-apiserver $K8S" "kube-controller-manager $K8S" "kube-scheduler $K8S" \
             "kubectl $K8S" "kubelet $K8S" "kube-proxy $K8S" "kwok $KWOK" "helm $HELM" "coredns $COREDNS" \
-            "buildkitd $BUILDKIT" "buildctl $BUILDKIT" "buildx $BUILDX" "pause $K8S"; do
+            "buildkitd $BUILDKIT" "buildctl $BUILDKIT" "buildx $BUILDX" "pause $K8S" "kueue $KUEUE"; do
   read -r name version <<<"$spec"
   [[ -x "$(target "$name" "$version")" ]] || missing+=("$name-$version")
 done
 [[ -f "$BIN_DIR/kwok-$KWOK-stage-crd.yaml" ]] || missing+=("kwok-$KWOK-stage-crd.yaml")
+[[ -f "$BIN_DIR/kueue-$KUEUE-manifests.yaml" ]] || missing+=("kueue-$KUEUE-manifests.yaml")
 
 if [[ "$mode" == check ]]; then
   if ((${#missing[@]})); then
@@ -80,9 +82,9 @@ if [[ "$mode" == check ]]; then
 fi
 
 if [[ "$mode" == gomod ]]; then
-  missing=(etcd- kube- kwok- helm- buildkitd-)
+  missing=(etcd- kube- kwok- helm- buildkitd- kueue-)
 elif ((${#missing[@]} == 0)); then
-  log "binaries up to date in $BIN_DIR (k8s $K8S, etcd $ETCD, kwok $KWOK, helm $HELM, coredns $COREDNS, buildkit $BUILDKIT, buildx $BUILDX)"
+  log "binaries up to date in $BIN_DIR (k8s $K8S, etcd $ETCD, kwok $KWOK, helm $HELM, coredns $COREDNS, buildkit $BUILDKIT, buildx $BUILDX, kueue $KUEUE)"
   exit 0
 fi
 
@@ -229,6 +231,7 @@ if [[ "$mode" == gomod ]]; then
   ensure_etcd_wrapper
   ensure_kubernetes_wrapper
   ensure_buildkit_wrapper
+  ensure_kueue_wrapper
   log "wrapper modules match $VERSIONS_FILE"
   exit 0
 fi
@@ -292,6 +295,47 @@ fi
 if need buildx-; then
   build_one buildx "$BUILDX" go_install_to_out "github.com/docker/buildx/cmd/buildx@$BUILDX" \
     "-s -w -X github.com/docker/buildx/version.Version=$BUILDX"
+fi
+
+# Kueue, and its CRDs and webhook configurations from the same module, which the opt-in dev
+# cluster installs. Kueue's main reads the metrics serving certificate from a fixed path
+# (/etc/kueue/metrics/certs) unless it manages certificates in-cluster (for a Service DNS name, not
+# the loopback address the dev cluster's webhooks use). So cmd/kueue (one main.go, no internal
+# imports) is built from a copy with that one line reading $KUEUE_METRICS_CERT_DIR first, in a
+# throw-away module with the wrapper's go.mod/go.sum (the module cache is read-only, and `-overlay`
+# refuses files under it); every other package is the pinned module's own. build.sh fails if the
+# line it patches is not there.
+go_build_kueue() {
+  local src tmp
+  src="$(module_field "sigs.k8s.io/kueue@$KUEUE" Dir)/cmd/kueue/main.go"
+  tmp="$(dirname "$out")/module"
+  grep -q 'metricsCertPath := "/etc/kueue/metrics/certs"' "$src" \
+    || die "kueue $KUEUE: cmd/kueue/main.go no longer has the metrics certificate path build.sh patches"
+  mkdir -p "$tmp/cmd/kueue"
+  cp "$GOMOD_DIR/kueue/go.mod" "$GOMOD_DIR/kueue/go.sum" "$tmp/"
+  sed 's#metricsCertPath := "/etc/kueue/metrics/certs"#metricsCertPath := os.Getenv("KUEUE_METRICS_CERT_DIR"); if metricsCertPath == "" { metricsCertPath = "/etc/kueue/metrics/certs" }#' \
+    "$src" >"$tmp/cmd/kueue/main.go"
+  (cd "$tmp" && go build -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE" -o "$out" ./cmd/kueue)
+}
+ensure_kueue_wrapper() {
+  local dir="$GOMOD_DIR/kueue"
+  if grep -qx "require sigs.k8s.io/kueue $KUEUE" "$dir/go.mod" 2>/dev/null; then
+    return
+  fi
+  write_wrapper "$dir" hyperframe.dev/cluster/kueue sigs.k8s.io/kueue "$KUEUE" sigs.k8s.io/kueue/cmd/kueue </dev/null
+}
+if need kueue-; then
+  ensure_kueue_wrapper
+  build_one kueue "$KUEUE" go_build_kueue
+  kueue_dir="$(module_field "sigs.k8s.io/kueue@$KUEUE" Dir)/config/components"
+  [[ -f "$kueue_dir/webhook/manifests.yaml" ]] || die "kueue $KUEUE has no webhook manifests in $kueue_dir"
+  manifests="$BIN_DIR/kueue-$KUEUE-manifests.yaml"
+  for doc in "$kueue_dir"/crd/bases/*.yaml "$kueue_dir/webhook/manifests.yaml"; do
+    printf -- '---\n'
+    cat "$doc"
+  done >"$manifests.tmp"
+  mv "$manifests.tmp" "$manifests"
+  chmod 0644 "$manifests"
 fi
 
 log "binaries ready in $BIN_DIR"

@@ -18,11 +18,11 @@ from typing import Any
 
 import yaml
 
-from . import components, paths, prereqs, sim
+from . import components, kueue, paths, prereqs, sim
 from .config import COMPONENTS, ClusterConfig, Ports, free_ports
 from .kube import Kubectl
 from .node import NODE_COMPONENTS, RealNode
-from .pki import Pki, ensure_pki
+from .pki import Pki, ensure_loopback_serving_cert, ensure_pki
 from .probes import apiserver_context, http_ok, insecure_context
 from .process import (
     log_tail,
@@ -73,10 +73,12 @@ class LocalCluster:
         return RealNode(self.config, self.pki)
 
     def components(self) -> tuple[str, ...]:
-        return COMPONENTS + NODE_COMPONENTS if self.config.real_node else COMPONENTS
+        extra = (kueue.KUEUE_COMPONENT,) if self.config.kueue else ()
+        return COMPONENTS + extra + (NODE_COMPONENTS if self.config.real_node else ())
 
     def running_components(self) -> list[str]:
-        return [c for c in COMPONENTS if self.pid(c) is not None] + self.node.running_components()
+        own = [c for c in (*COMPONENTS, kueue.KUEUE_COMPONENT) if self.pid(c) is not None]
+        return own + self.node.running_components()
 
     def registry(self) -> str | None:
         """host:port of the local image registry (with the real node), else None."""
@@ -128,7 +130,7 @@ class LocalCluster:
         if cfg.real_node:
             node_host_ip = self.node.prepare().host_ip
         pki = ensure_pki(cfg.pki_dir, cfg.service_ip, (node_host_ip,) if node_host_ip else ())
-        ports = Ports(*free_ports(7))
+        ports = Ports(*free_ports(9))
         cfg.write_state(ports)
         self._write_kubeconfigs(ports, pki)
         step("prepare")
@@ -196,14 +198,53 @@ class LocalCluster:
             lambda: api.exists("/api/v1/namespaces/default/serviceaccounts/default"),
         )
         step("controllers")
+        if cfg.kueue:
+            self._start_kueue(api, ports, pki)
+            step("kueue")
         if cfg.real_node:
             self.node.start(api, ports.apiserver)
             step("real-node")
 
+    def _start_kueue(self, api: RestClient, ports: Ports, pki: Pki) -> None:
+        """Kueue's CRDs, webhooks (on loopback, certificate from the cluster CA) and controller."""
+        cfg = self.config
+        kueue_dir = cfg.state_dir / "kueue"
+        cert_dir = ensure_loopback_serving_cert(pki, kueue_dir / "certs")
+        config_file = kueue_dir / "config.yaml"
+        config_file.write_text(
+            yaml.safe_dump(
+                kueue.configuration(
+                    webhook_port=ports.kueue_webhook, health_port=ports.kueue_health, cert_dir=cert_dir
+                )
+            )
+        )
+        definitions = kueue.install(
+            api.create, paths.kueue_manifests().read_text(), webhook_port=ports.kueue_webhook, pki=pki
+        )
+        self._wait(
+            "kube-apiserver",
+            "Kueue's CRDs to be established",
+            lambda: all(_established(api, crd["metadata"]["name"]) for crd in definitions),
+        )
+        self._launch(
+            kueue.KUEUE_COMPONENT,
+            kueue.command(
+                paths.binary("kueue"),
+                config_file=config_file,
+                kubeconfig=cfg.component_kubeconfig(kueue.KUEUE_COMPONENT),
+                cert_dir=cert_dir,
+            ),
+        )
+        self._wait(
+            kueue.KUEUE_COMPONENT,
+            "/readyz",
+            lambda: http_ok(f"http://127.0.0.1:{ports.kueue_health}/readyz"),
+        )
+
     def _write_kubeconfigs(self, ports: Ports, pki: Pki) -> None:
         server = f"https://127.0.0.1:{ports.apiserver}"
         user_of = {"admin": "hyperframe-admin"} | {
-            c: c for c in ("kube-controller-manager", "kube-scheduler", "kwok")
+            c: c for c in ("kube-controller-manager", "kube-scheduler", "kwok", kueue.KUEUE_COMPONENT)
         }
         for stem, user in user_of.items():
             text = components.kubeconfig_yaml(
@@ -237,7 +278,9 @@ class LocalCluster:
         ask for it), so a cluster started with it never leaves anything behind.
         """
         stopped = self.node.stop()
-        stopped += [c for c in reversed(COMPONENTS) if Supervisor(self.config).stop(c)]
+        supervisor = Supervisor(self.config)
+        stopped += [c for c in (kueue.KUEUE_COMPONENT,) if supervisor.stop(c)]
+        stopped += [c for c in reversed(COMPONENTS) if supervisor.stop(c)]
         self.config.state_file.unlink(missing_ok=True)
         return stopped
 
@@ -254,6 +297,11 @@ def _created(api: RestClient, path: str, obj: dict[str, Any]) -> bool:
             return False
         raise
     return True
+
+
+def _established(api: RestClient, crd: str) -> bool:
+    conditions = api.get(f"{kueue.CRD_PATH}/{crd}").get("status", {}).get("conditions", [])
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 def _ready_nodes(api: RestClient) -> int:

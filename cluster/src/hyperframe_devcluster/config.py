@@ -23,6 +23,7 @@ from typing import Final
 __all__ = [
     "COMPONENTS",
     "ENV_GPU_NODES",
+    "ENV_KUEUE",
     "ENV_REAL_NODE",
     "ENV_START_TIMEOUT",
     "ClusterConfig",
@@ -36,6 +37,7 @@ COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-
 ENV_GPU_NODES: Final = "HYPERFRAME_CLUSTER_GPU_NODES"
 ENV_START_TIMEOUT: Final = "HYPERFRAME_CLUSTER_START_TIMEOUT"
 ENV_REAL_NODE: Final = "HYPERFRAME_CLUSTER_REAL_NODE"
+ENV_KUEUE: Final = "HYPERFRAME_CLUSTER_KUEUE"
 _BOOLEAN: Final = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False, "": False}
 
 
@@ -51,6 +53,10 @@ class Ports:
     kwok: int
     registry: int
     """The real node's local image registry (used only with the real node)."""
+    kueue_webhook: int = 0
+    """Kueue's webhook server (used only with Kueue)."""
+    kueue_health: int = 0
+    """Kueue's health probes (/readyz)."""
 
 
 def free_ports(count: int) -> list[int]:
@@ -83,6 +89,8 @@ class ClusterConfig:
     """Per-component readiness timeout (generous: CI machines and shared laptops are slow)."""
     real_node: bool = False
     """Add the real node `hf-real-0` (containerd, kubelet, kube-proxy, CoreDNS) and a local registry."""
+    kueue: bool = False
+    """Run the pinned Kueue controller (plain-pod integration) with its CRDs and webhooks."""
     die_with_parent: bool = False
     """Components get SIGTERM when the starting process dies (pytest sessions), not for `make cluster-up`."""
 
@@ -96,8 +104,8 @@ class ClusterConfig:
 
     @classmethod
     def from_env(cls, state_dir: Path, **overrides: object) -> ClusterConfig:
-        """Defaults, overridden by $HYPERFRAME_CLUSTER_GPU_NODES, $HYPERFRAME_CLUSTER_START_TIMEOUT
-        and $HYPERFRAME_CLUSTER_REAL_NODE."""
+        """Defaults, overridden by $HYPERFRAME_CLUSTER_GPU_NODES, $HYPERFRAME_CLUSTER_START_TIMEOUT,
+        $HYPERFRAME_CLUSTER_REAL_NODE and $HYPERFRAME_CLUSTER_KUEUE."""
         for env, key, kind in (
             (ENV_GPU_NODES, "gpu_nodes", int),
             (ENV_START_TIMEOUT, "start_timeout_s", float),
@@ -109,11 +117,13 @@ class ClusterConfig:
                 overrides[key] = kind(raw)
             except ValueError:
                 raise ValueError(f"{env}={raw!r}: expected a number") from None
-        if "real_node" not in overrides and os.environ.get(ENV_REAL_NODE) is not None:
-            raw = os.environ[ENV_REAL_NODE].strip().lower()
+        for env, key in ((ENV_REAL_NODE, "real_node"), (ENV_KUEUE, "kueue")):
+            if key in overrides or os.environ.get(env) is None:
+                continue
+            raw = os.environ[env].strip().lower()
             if raw not in _BOOLEAN:
-                raise ValueError(f"{ENV_REAL_NODE}={raw!r}: expected 1 or 0 (true/false, yes/no)")
-            overrides["real_node"] = _BOOLEAN[raw]
+                raise ValueError(f"{env}={raw!r}: expected 1 or 0 (true/false, yes/no)")
+            overrides[key] = _BOOLEAN[raw]
         return cls(state_dir=state_dir, **overrides)  # type: ignore[arg-type]
 
     @classmethod
@@ -126,6 +136,7 @@ class ClusterConfig:
                 gpu_nodes=int(data["gpu_nodes"]),
                 system_nodes=int(data["system_nodes"]),
                 real_node=bool(data.get("real_node", False)),
+                kueue=bool(data.get("kueue", False)),
             )
         except (OSError, ValueError, KeyError, TypeError):
             return cls(state_dir=state_dir)
@@ -176,6 +187,7 @@ class ClusterConfig:
             "gpu_nodes": self.gpu_nodes,
             "system_nodes": self.system_nodes,
             "real_node": self.real_node,
+            "kueue": self.kueue,
         }
         self.state_file.write_text(json.dumps(data, indent=2) + "\n")
 

@@ -30,6 +30,7 @@ __all__ = [
     "helm",
     "kubeconfig",
     "kubectl",
+    "kueue_manifests",
     "kwok",
     "kwok_stage_crd",
     "missing_binaries",
@@ -57,6 +58,7 @@ BINARIES: Final[dict[str, str]] = {
     "buildkitd": "BUILDKIT_VERSION",
     "buildctl": "BUILDKIT_VERSION",
     "buildx": "BUILDX_VERSION",
+    "kueue": "KUEUE_VERSION",
 }
 
 _PIN_LINE = re.compile(r"^([A-Z0-9_]+)=(\S+)")
@@ -78,6 +80,7 @@ class Pins:
     coredns: str
     buildkit: str
     buildx: str
+    kueue: str
 
     def version_of(self, binary_name: str) -> str:
         """The pinned version the named binary is built at."""
@@ -90,6 +93,7 @@ class Pins:
             "COREDNS_VERSION": self.coredns,
             "BUILDKIT_VERSION": self.buildkit,
             "BUILDX_VERSION": self.buildx,
+            "KUEUE_VERSION": self.kueue,
         }[key]
 
 
@@ -125,6 +129,7 @@ def pins() -> Pins:
             coredns=values["COREDNS_VERSION"],
             buildkit=values["BUILDKIT_VERSION"],
             buildx=values["BUILDX_VERSION"],
+            kueue=values["KUEUE_VERSION"],
         )
     except KeyError as missing:
         raise RuntimeError(f"{versions_file()}: no {missing.args[0]}=... line") from None
@@ -144,10 +149,9 @@ def _expected(name: str) -> Path:
 
 
 def missing_binaries() -> list[str]:
-    """Names of the pinned binaries (and the KWOK Stage CRD) that are not built yet."""
+    """Names of the pinned binaries (and the KWOK Stage CRD, Kueue's manifests) not built yet."""
     missing = [name for name in BINARIES if not os.access(_expected(name), os.X_OK)]
-    if not _stage_crd_path().is_file():
-        missing.append(_stage_crd_path().name)
+    missing += [p.name for p in (_stage_crd_path(), _kueue_manifests_path()) if not p.is_file()]
     return missing
 
 
@@ -188,6 +192,18 @@ def kwok_stage_crd() -> Path:
     path = _stage_crd_path()
     if not path.is_file():
         raise BinaryMissingError(f"the KWOK Stage CRD is missing (expected {path}); run `make cluster-build`")
+    return path
+
+
+def _kueue_manifests_path() -> Path:
+    return bin_dir() / f"kueue-{pins().kueue}-manifests.yaml"
+
+
+def kueue_manifests() -> Path:
+    """Kueue's CRDs and webhook configurations, copied out of the pinned kueue module by build.sh."""
+    path = _kueue_manifests_path()
+    if not path.is_file():
+        raise BinaryMissingError(f"Kueue's manifests are missing (expected {path}); run `make cluster-build`")
     return path
 
 

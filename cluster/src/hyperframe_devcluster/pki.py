@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-__all__ = ["CLIENTS", "ClientIdentity", "Pki", "ensure_pki"]
+__all__ = ["CLIENTS", "ClientIdentity", "Pki", "ensure_loopback_serving_cert", "ensure_pki"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,9 @@ CLIENTS: Final = (
     ClientIdentity("kube-proxy", "system:kube-proxy"),
     ClientIdentity("coredns", "system:coredns"),
     ClientIdentity("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"),
+    # Kueue (opt-in) manages pods, workloads and its own kinds in every namespace; trusted like
+    # the admin rather than replicating its generated ClusterRole.
+    ClientIdentity("kueue", "kueue-controller", "system:masters"),
 )
 
 _DAYS = "3650"
@@ -168,3 +171,18 @@ def ensure_pki(root: Path, service_ip: str, extra_ips: tuple[str, ...] = ()) -> 
         _ec_key(pki.sa_key)
         _openssl("ec", "-in", str(pki.sa_key), "-pubout", "-out", str(pki.sa_pub))
     return pki
+
+
+def ensure_loopback_serving_cert(pki: Pki, directory: Path) -> Path:
+    """`tls.crt`/`tls.key` in `directory`: a serving certificate for 127.0.0.1 signed by the CA
+    (the layout controller-runtime webhook servers read); kept if present. Returns `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    if not cert.exists():
+        _ec_key(key)
+        _signed_cert(
+            pki, key, cert, "/CN=127.0.0.1",
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+            "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
+        )  # fmt: skip
+    return directory

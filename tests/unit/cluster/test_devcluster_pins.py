@@ -29,6 +29,7 @@ def test_every_pin_is_read_from_versions_env() -> None:
     assert values["COREDNS_VERSION"] == pins.coredns
     assert values["BUILDKIT_VERSION"] == pins.buildkit
     assert values["BUILDX_VERSION"] == pins.buildx
+    assert values["KUEUE_VERSION"] == pins.kueue
     for version in (
         pins.kubernetes,
         pins.etcd,
@@ -37,6 +38,7 @@ def test_every_pin_is_read_from_versions_env() -> None:
         pins.coredns,
         pins.buildkit,
         pins.buildx,
+        pins.kueue,
     ):
         assert re.fullmatch(r"v\d+\.\d+\.\d+", version), version
 
@@ -95,3 +97,18 @@ def test_a_missing_binary_names_the_build_command(tmp_path: Path, monkeypatch: p
     ):
         paths.kubectl()
     assert set(paths.missing_binaries()) >= set(paths.BINARIES)
+    assert f"kueue-{paths.pins().kueue}-manifests.yaml" in paths.missing_binaries()
+    with pytest.raises(
+        paths.BinaryMissingError, match=r"Kueue's manifests are missing .* `make cluster-build`"
+    ):
+        paths.kueue_manifests()
+
+
+def test_build_sh_builds_kueue_at_its_pin_and_copies_its_manifests() -> None:
+    script = (paths.repo_root() / "cluster" / "build.sh").read_text()
+
+    assert paths.BINARIES["kueue"] == "KUEUE_VERSION"
+    assert 'KUEUE="$(pin KUEUE_VERSION)"' in script
+    assert '"kueue-$KUEUE-manifests.yaml"' in script
+    gomod = (GOMOD / "kueue" / "go.mod").read_text()
+    assert f"\nrequire sigs.k8s.io/kueue {paths.pins().kueue}\n" in gomod

@@ -112,6 +112,16 @@ class Pod:
         self._pod = replace(self.running()._pod, phase=phase, main_end=end)
         return self
 
+    def queued(self, queue: str) -> Pod:
+        """Held at Kueue's admission gate (the pod webhook's scheduling gate) of LocalQueue ``queue``."""
+        self._pod = replace(self._pod, queue_gated=queue)
+        return self
+
+    def stopped_by_kueue(self, since: datetime) -> Pod:
+        """Deleted by Kueue after it set the pod's TerminationTarget condition (preemption)."""
+        self._pod = replace(self._pod, deleting_since=since, kueue_stopped="Preempted: preempted by urgent")
+        return self
+
     def deleting(self, since: datetime) -> Pod:
         self._pod = replace(self._pod, deleting_since=since)
         return self

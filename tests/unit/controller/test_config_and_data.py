@@ -12,7 +12,7 @@ from hyperframe.constants import (
     MAIN_CONTAINER_NAME,
 )
 from hyperframe.controller.config import ConfigError, OperatorConfig
-from hyperframe.controller.observed import observe_node, observe_pod
+from hyperframe.controller.observed import KUEUE_ADMISSION_GATE, observe_node, observe_pod
 from hyperframe.controller.rbac import OPERATOR_RULES, as_cluster_role_rules
 from hyperframe.controller.status import ConditionType, JobStatus, Phase
 
@@ -104,6 +104,19 @@ def test_observe_pod_reads_gate_and_main_container_states() -> None:
     assert (pod.rank, pod.generation, pod.node, pod.phase) == (1, 2, "n1", "Failed")
     assert pod.gate_end is not None and pod.gate_end.exit_code == 1 and not pod.gate_passed
     assert not pod.main_started and pod.main_end is None
+
+
+def test_observe_pod_reads_kueues_admission_gate_and_queue() -> None:
+    labels = {LABEL_JOB: "j", LABEL_RANK: "1", LABEL_GENERATION: "2", "kueue.x-k8s.io/queue-name": "gpus"}
+    released = observe_pod({"metadata": {"name": "p", "labels": labels}, "spec": {}})
+    gated = observe_pod(
+        {
+            "metadata": {"name": "p", "labels": labels},
+            "spec": {"schedulingGates": [{"name": KUEUE_ADMISSION_GATE}]},
+        }
+    )
+    assert released is not None and released.queue_gated is None
+    assert gated is not None and gated.queue_gated == "gpus"
 
 
 def test_observe_pod_ignores_pods_without_valid_labels() -> None:

@@ -64,6 +64,53 @@ def test_reconcile_is_idempotent_once_the_status_is_written() -> None:
     assert again.create_ranks == ()
 
 
+def test_a_gang_held_by_kueue_is_queued_once_and_admitted_when_released() -> None:
+    status = started()
+    queued = run(job(), status, [Pod(0).queued("gpus").obj(), Pod(1).queued("gpus").obj()], now_s=1)
+    assert queued.status.phase == Phase.PENDING
+    cond = queued.status.condition(C.QUEUED)
+    assert cond is not None and cond.status == "True" and cond.reason == "WaitingForAdmission"
+    assert "LocalQueue gpus" in cond.message
+    assert reasons(queued) == ["Queued"]
+
+    again = run(job(), queued.status, [Pod(0).queued("gpus").obj(), Pod(1).queued("gpus").obj()], now_s=2)
+    assert again.events == ()
+
+    admitted = run(
+        job(), again.status, [Pod(0).on("n1").gate_running().obj(), Pod(1).on("n2").obj()], now_s=3
+    )
+    assert not admitted.status.is_true(C.QUEUED)
+    assert admitted.status.phase == Phase.SMOKE_TESTING
+    assert "Admitted" in reasons(admitted)
+
+
+def test_a_gang_kueue_preempts_is_recreated_without_counting_a_restart() -> None:
+    status = started(phase=Phase.RUNNING, restarts=0)
+    pods = [Pod(0).on("n1").running().stopped_by_kueue(at(1)).obj(), Pod(1).on("n2").running().obj()]
+    plan = run(job(), status, pods, now_s=1)
+    assert plan.status.phase == Phase.RESTARTING
+    assert plan.status.restarts == 0 and plan.status.gang_generation == 1
+    assert "Preempted" in reasons(plan)
+    cond = plan.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "Preempted" and "not counted" in cond.message
+    assert deleted(plan) == {pods[1].name}, "the rest of the gang goes with it"
+
+
+def test_preemption_at_the_backoff_limit_still_requeues_but_a_failure_fails() -> None:
+    status = started(phase=Phase.RUNNING, restarts=1)
+    preempted = [Pod(0).on("n1").running().stopped_by_kueue(at(1)).obj(), Pod(1).on("n2").running().obj()]
+    plan = run(job(backoff_limit=1), status, preempted, now_s=1)
+    assert plan.status.phase == Phase.RESTARTING and plan.status.restarts == 1
+
+    failed = [Pod(0).on("n1").exited(1).obj(), Pod(1).on("n2").running().obj()]
+    assert run(job(backoff_limit=1), status, failed, now_s=1).status.phase == Phase.FAILED
+
+
+def test_a_job_without_a_queue_never_gets_a_queued_condition() -> None:
+    plan = run(job(), started(), [Pod(0).on("n1").obj(), Pod(1).on("n2").obj()], now_s=1)
+    assert plan.status.condition(C.QUEUED) is None
+
+
 def test_gate_running_is_smoke_testing_then_passed_then_running() -> None:
     status = started()
     testing = run(job(), status, [Pod(0).on("n1").gate_running().obj(), Pod(1).on("n2").obj()])

@@ -330,8 +330,9 @@ def test_kueue_plain_pod_group_is_opt_in() -> None:
     assert not any(k.startswith("kueue.x-k8s.io/") for k in plain["metadata"]["labels"])
     pod = render_pod(*pair("gpu-rdma.yaml"), 3)
     assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-queue"
-    assert pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == "llm-rdma"
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == "llm-rdma-g0"
     assert pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "4"
+    assert pod["metadata"]["annotations"]["kueue.x-k8s.io/retriable-in-group"] == "false"
 
 
 def test_hostile_strings_cannot_break_the_yaml() -> None:

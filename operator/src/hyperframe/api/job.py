@@ -178,7 +178,8 @@ class RunPolicy:
         default="Running",
     )
     suspend: bool = spec_field(
-        "Suspended jobs have no pods; set to false to (re)start. Kueue sets it on admission.", default=False
+        "Suspended jobs have no pods; set to false to (re)start. The user's switch: Kueue admits through spec.queueName, not this field.",
+        default=False,
     )
 
 
@@ -268,7 +269,7 @@ class JobSpec:
         default_factory=RuntimeOverrides,
     )
     queue_name: str | None = spec_field(
-        "Kueue LocalQueue: opt-in; the pods then form a Kueue plain pod group admitted as one workload.",
+        "Kueue LocalQueue: opt-in; each gang generation's pods form a Kueue plain pod group, admitted or preempted as one workload.",
         default=None,
         fmt="dns-subdomain",
         max_length=253,

@@ -49,6 +49,7 @@ CONDITION_TYPES: Final[tuple[str, ...]] = (
     "Running",
     "Restarting",
     "Suspended",
+    "Queued",
     "Succeeded",
     "Failed",
 )

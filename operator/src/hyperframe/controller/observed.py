@@ -21,7 +21,12 @@ from hyperframe.constants import (
 
 from .status import parse_time
 
-__all__ = ["ContainerEnd", "NodeState", "ObservedPod", "observe_node", "observe_pod"]
+__all__ = ["KUEUE_ADMISSION_GATE", "ContainerEnd", "NodeState", "ObservedPod", "observe_node", "observe_pod"]
+
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+"""The scheduling gate Kueue's pod webhook adds and removes from the whole group on admission."""
+_KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+_KUEUE_STOP_CONDITION = "TerminationTarget"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +58,10 @@ class ObservedPod:
     reason: str = ""
     """``status.reason`` of the pod, such as ``Evicted``."""
     message: str = ""
+    queue_gated: str | None = None
+    """The Kueue LocalQueue holding the pod at its admission gate (not admitted yet), else None."""
+    kueue_stopped: str | None = None
+    """Why Kueue stopped the pod (its ``TerminationTarget`` condition: preemption, eviction), else None."""
 
     @property
     def gate_passed(self) -> bool:
@@ -117,7 +126,27 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod | None:
         main_end=main_end,
         reason=str(status.get("reason") or ""),
         message=str(status.get("message") or ""),
+        queue_gated=_queue_gated(spec, labels),
+        kueue_stopped=_kueue_stopped(status) if labels.get(_KUEUE_QUEUE_LABEL) else None,
     )
+
+
+def _kueue_stopped(status: Mapping[str, Any]) -> str | None:
+    for cond in status.get("conditions") or ():
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") == _KUEUE_STOP_CONDITION
+            and cond.get("status") == "True"
+        ):
+            return f"{cond.get('reason') or 'Stopped'}: {cond.get('message') or 'stopped by Kueue'}"
+    return None
+
+
+def _queue_gated(spec: Mapping[str, Any], labels: Mapping[str, Any]) -> str | None:
+    gates = spec.get("schedulingGates") or ()
+    if any(isinstance(g, Mapping) and g.get("name") == KUEUE_ADMISSION_GATE for g in gates):
+        return str(labels.get(_KUEUE_QUEUE_LABEL) or "")
+    return None
 
 
 def observe_node(body: Mapping[str, Any]) -> NodeState:

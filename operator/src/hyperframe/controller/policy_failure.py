@@ -18,12 +18,17 @@ from .policy_smoke import GateVerdict
 
 __all__ = [
     "PERMANENT_EXIT_CODES",
+    "PREEMPTED",
     "Failure",
     "find_failures",
     "is_permanent_exit",
     "restart_backoff",
     "stuck_pods",
 ]
+
+PREEMPTED = "Preempted"
+"""Failure reason of a gang Kueue stopped (preemption, eviction): recreated and queued again, not
+counted against backoffLimit."""
 
 PERMANENT_EXIT_CODES: Mapping[int, str] = {
     2: "command-line usage error",
@@ -93,6 +98,17 @@ def find_failures(
     gate_failed = {g.pod for g in gates.failures}
     for pod in sorted(pods, key=lambda p: p.rank):
         if pod.name in gate_failed:
+            continue
+        if pod.kueue_stopped is not None:
+            failures.append(
+                Failure(
+                    reason=PREEMPTED,
+                    message=f"Kueue stopped rank {pod.rank} (pod {pod.name}) with the whole gang ({pod.kueue_stopped})",
+                    permanent=False,
+                    pod=pod.name,
+                    node=pod.node,
+                )
+            )
             continue
         if pod.name in dead_node_pods:
             failures.append(

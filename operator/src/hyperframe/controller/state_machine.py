@@ -15,7 +15,7 @@ from datetime import datetime
 from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
 from .observed import NodeState, ObservedPod
 from .plan import Event, EventType, Plan, PodDeletion
-from .policy_failure import Failure, find_failures, restart_backoff, stuck_pods
+from .policy_failure import PREEMPTED, Failure, find_failures, restart_backoff, stuck_pods
 from .policy_run import deadline_at, pods_to_clean, ttl_expires_at
 from .policy_smoke import judge_gates, merge_smoke_status
 from .policy_success import succeeded_rank0
@@ -257,6 +257,7 @@ def _progress_phase(
 ) -> None:
     """Pending, SmokeTesting or Running, from how far the complete gang has come."""
     n = d.job.num_nodes
+    _queue_state(d, current)
     complete = len(current) == n and not d.create
     running = complete and all(p.phase == "Running" and p.main_started for p in current)
     if gates_passed and complete:
@@ -277,6 +278,23 @@ def _progress_phase(
         d.phase(Phase.SMOKE_TESTING, "smoke gate started")
     else:
         d.phase(Phase.PENDING, f"waiting for gang generation {d.status.gang_generation} to be scheduled")
+
+
+def _queue_state(d: _Draft, current: Sequence[ObservedPod]) -> None:
+    """Queued while Kueue holds the gang's pods at its admission gate; not queued once it released them."""
+    queues = sorted({p.queue_gated for p in current if p.queue_gated is not None})
+    if queues:
+        message = (
+            f"gang generation {d.status.gang_generation} is queued in Kueue LocalQueue {', '.join(queues)}: "
+            "its pods wait at Kueue's admission gate until the queue has quota for the whole gang"
+        )
+        if not d.status.is_true(C.QUEUED):
+            d.event(EventType.NORMAL, "Queued", message)
+        d.cond(C.QUEUED, True, "WaitingForAdmission", message)
+    elif current and d.status.is_true(C.QUEUED):
+        message = f"Kueue admitted gang generation {d.status.gang_generation} as one workload"
+        d.cond(C.QUEUED, False, "Admitted", message)
+        d.event(EventType.NORMAL, "Admitted", message)
 
 
 def _fail_gang(
@@ -310,15 +328,23 @@ def _fail_gang(
             d, pods, Phase.FAILED, permanent.reason, f"{permanent.message} (not retried: permanent error)"
         )
         return
-    if d.status.restarts >= policy.backoff_limit:
+    # Kueue stopped the gang (the ranks it already removed show as PodDeleted): not a failure of the job.
+    reasons = {f.reason for f in failures}
+    preempted = PREEMPTED in reasons and reasons <= {PREEMPTED, "PodDeleted"}
+    if not preempted and d.status.restarts >= policy.backoff_limit:
         message = (
             f"runPolicy.backoffLimit ({policy.backoff_limit}) reached after {d.status.restarts} gang restart(s); "
             f"last failure: {first.message}"
         )
         _finish(d, pods, Phase.FAILED, "BackoffLimitExceeded", message)
         return
-    restarts = d.status.restarts + 1
-    message = f"gang restart {restarts}/{policy.backoff_limit} after {first.reason}: {first.message}"
+    restarts = d.status.restarts + (0 if preempted else 1)
+    message = (
+        f"gang generation {d.status.gang_generation} preempted ({first.message}); recreated and queued again, "
+        "not counted against runPolicy.backoffLimit"
+        if preempted
+        else f"gang restart {restarts}/{policy.backoff_limit} after {first.reason}: {first.message}"
+    )
     d.status = d.status.replace(
         restarts=restarts, gang_generation=d.status.gang_generation + 1, message=message
     )

@@ -47,6 +47,7 @@ class ConditionType(StrEnum):
     RUNNING = "Running"
     RESTARTING = "Restarting"
     SUSPENDED = "Suspended"
+    QUEUED = "Queued"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 

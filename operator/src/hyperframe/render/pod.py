@@ -53,6 +53,7 @@ VOLUME_STATUS_TOKEN: Final = "hyperframe-status-token"
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
+KUEUE_RETRIABLE_ANNOTATION: Final = "kueue.x-k8s.io/retriable-in-group"
 PLUGINS_GROUP_LABEL: Final = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GROUP_ANNOTATION: Final = "scheduling.k8s.io/group-name"
 
@@ -94,7 +95,10 @@ def _labels(p: Prepared, rank: int) -> dict[str, str]:
     }
     if p.job.spec.queue_name:
         labels[KUEUE_QUEUE_LABEL] = p.job.spec.queue_name
-        labels[KUEUE_GROUP_LABEL] = p.name
+        # One Kueue workload per gang generation: the operator replaces a whole gang (failure,
+        # preemption) with a new generation, never single pods, so a stopped gang's workload
+        # finishes (releasing its quota) and the new gang queues as a workload of its own.
+        labels[KUEUE_GROUP_LABEL] = f"{p.name}-g{p.ctx.gang_generation}"
     if p.resolution.pod.gang.pod_group == "SchedulerPlugins":
         labels[PLUGINS_GROUP_LABEL] = podgroup_name(p.name)
     return labels
@@ -104,6 +108,7 @@ def _annotations(p: Prepared) -> dict[str, str]:
     annotations = {}
     if p.job.spec.queue_name:
         annotations[KUEUE_TOTAL_ANNOTATION] = str(p.resolution.config.nodes)
+        annotations[KUEUE_RETRIABLE_ANNOTATION] = "false"
     if p.resolution.pod.gang.pod_group == "Volcano":
         annotations[VOLCANO_GROUP_ANNOTATION] = podgroup_name(p.name)
     return annotations
