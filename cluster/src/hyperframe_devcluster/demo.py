@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -137,9 +138,13 @@ def real_node_runtime(images: Path, name: str = "example-cpu") -> dict[str, Any]
 
 
 def checkpoint_dir(namespace: str, job: str) -> Path:
-    """A host directory both pods of a job on the real node share, writable by the image user."""
+    """An empty host directory both pods of a job on the real node share, writable by the image user.
+
+    Emptied first: a job of the same name from an earlier run must not resume from its snapshots.
+    """
     path = CHECKPOINT_ROOT / namespace / job
-    path.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
     os.chown(path, IMAGE_USER_UID, IMAGE_USER_UID)
     return path
 
