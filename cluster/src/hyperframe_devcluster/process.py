@@ -123,6 +123,15 @@ def stop_component(pid_file: Path, marker: str, *, grace_s: float = 10.0) -> boo
             while running_pid(pid_file, marker) is not None:
                 _reap(pid)
                 time.sleep(0.05)
+        # An exiting process reads an empty command line before it is a zombie, so the checks
+        # above can end early: wait until our own child is really gone (and reaped).
+        child = _CHILDREN.pop(pid, None)
+        if child is not None:
+            try:
+                child.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
         _reap(pid)
     pid_file.unlink(missing_ok=True)
     return stopped
