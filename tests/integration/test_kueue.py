@@ -221,6 +221,11 @@ def _terminating(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "TerminationTarget" for c in pod.get("status", {}).get("conditions") or ())
 
 
+def whole_gang_bound(pods: list[dict[str, Any]]) -> bool:
+    """Every one of the gang's NODES pods is bound to a node."""
+    return len(pods) == NODES and all(p["spec"].get("nodeName") for p in pods)
+
+
 def test_a_job_queues_is_admitted_whole_is_preempted_whole_and_resumes(
     op: OperatorProcess, kk: Kubectl
 ) -> None:
@@ -254,7 +259,7 @@ def test_a_job_queues_is_admitted_whole_is_preempted_whole_and_resumes(
         wait(
             op,
             lambda: job_pods(kk, "second"),
-            lambda ps: len(ps) == NODES and all(p["spec"].get("nodeName") for p in ps),
+            whole_gang_bound,
             what="second's whole gang admitted and bound",
             timeout_s=120,
         )
@@ -278,7 +283,7 @@ def test_a_job_queues_is_admitted_whole_is_preempted_whole_and_resumes(
         wait(
             op,
             lambda: kk.json("get", "pods", "-n", NAMESPACE, "-l", "app=urgent")["items"],
-            lambda ps: len(ps) == NODES and all(p["spec"].get("nodeName") for p in ps),
+            whole_gang_bound,
             what="the urgent pod group runs",
             timeout_s=120,
         )
@@ -289,7 +294,7 @@ def test_a_job_queues_is_admitted_whole_is_preempted_whole_and_resumes(
         wait(
             op,
             lambda: job_pods(kk, "second"),
-            lambda ps: len(ps) == NODES and all(p["spec"].get("nodeName") for p in ps),
+            whole_gang_bound,
             what="second admitted again",
             timeout_s=120,
         )
