@@ -62,7 +62,9 @@ def test_happy_path_gate_running_rank0_succeeds_and_running_pods_are_cleaned(
     )
     assert left[0]["status"]["phase"] == "Succeeded"
     reasons = {e["reason"] for e in kubectl.json("get", "events", "-n", namespace)["items"]}
-    assert {"Created", "SmokeTesting", "SmokeTestPassed", "Running", "Succeeded"} <= reasons
+    # SmokeTesting is a phase the operator only records when it sees the gate still running; on
+    # a loaded machine it may first look after every gate passed and go straight to Running.
+    assert {"Created", "SmokeTestPassed", "Running", "Succeeded"} <= reasons
     metrics = operator.metrics()
     assert (
         "hyperframe_jobs_succeeded_total" in metrics

@@ -232,8 +232,8 @@ class LocalCluster:
                 paths.binary("kueue"),
                 config_file=config_file,
                 kubeconfig=cfg.component_kubeconfig(kueue.KUEUE_COMPONENT),
-                cert_dir=cert_dir,
             ),
+            env=kueue.environment(cert_dir),
         )
         self._wait(
             kueue.KUEUE_COMPONENT,
@@ -254,8 +254,8 @@ class LocalCluster:
             target.write_text(text)
             target.chmod(0o600)
 
-    def _launch(self, component: str, command: list[str]) -> None:
-        Supervisor(self.config).launch(component, command)
+    def _launch(self, component: str, command: list[str], env: dict[str, str] | None = None) -> None:
+        Supervisor(self.config).launch(component, command, env=env)
 
     def _wait(self, component: str, what: str, ready: Callable[[], bool]) -> None:
         Supervisor(self.config).wait(component, what, ready)

@@ -114,12 +114,9 @@ def configuration(*, webhook_port: int, health_port: int, cert_dir: Path) -> dic
     }
 
 
-def command(binary: Path, *, config_file: Path, kubeconfig: Path, cert_dir: Path) -> list[str]:
-    """The controller's command line; `cert_dir` also serves the metrics endpoint's certificate
-    (read from $KUEUE_METRICS_CERT_DIR by the binary cluster/build.sh builds)."""
+def command(binary: Path, *, config_file: Path, kubeconfig: Path) -> list[str]:
+    """The controller's command line (its environment is `environment`)."""
     return [
-        "env",
-        f"KUEUE_METRICS_CERT_DIR={cert_dir}",
         str(binary),
         f"--config={config_file}",
         f"--kubeconfig={kubeconfig}",
@@ -128,6 +125,12 @@ def command(binary: Path, *, config_file: Path, kubeconfig: Path, cert_dir: Path
         "--feature-gates=VisibilityOnDemand=false",
         "--zap-log-level=2",
     ]
+
+
+def environment(cert_dir: Path) -> dict[str, str]:
+    """The controller's extra environment: `cert_dir` also serves the metrics endpoint's
+    certificate (read from $KUEUE_METRICS_CERT_DIR by the binary cluster/build.sh builds)."""
+    return {"KUEUE_METRICS_CERT_DIR": str(cert_dir)}
 
 
 def install(

@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -69,7 +69,15 @@ def running_pid(pid_file: Path, marker: str) -> int | None:
         pid = int(pid_file.read_text().strip())
     except (OSError, ValueError):
         return None
-    if marker not in _cmdline(pid) or _is_zombie(pid):
+    cmdline = _cmdline(pid)
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        # Our own child: its exit status is the truth. Its command line reads empty for a moment
+        # whenever it execs (e.g. a wrapper that execs the real binary), which is not an exit.
+        if child.poll() is not None:
+            return None
+        return pid if not cmdline or marker in cmdline else None
+    if marker not in cmdline or _is_zombie(pid):
         return None
     return pid
 
@@ -81,9 +89,16 @@ def _die_with_parent() -> None:
 
 
 def start_component(
-    command: Sequence[str], log_file: Path, pid_file: Path, *, die_with_parent: bool
+    command: Sequence[str],
+    log_file: Path,
+    pid_file: Path,
+    *,
+    die_with_parent: bool,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start a component in its own session, logging to `log_file`, and record its pid."""
+    """Start a component in its own session, logging to `log_file`, and record its pid.
+
+    `env` adds variables to this process's environment for the component."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     pid_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as log:
@@ -94,6 +109,7 @@ def start_component(
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=_die_with_parent if die_with_parent else None,
+            env={**os.environ, **env} if env else None,
         )
     # Popen returns as soon as the child's execve has released the parent's memory, which is
     # before the kernel records the new argv: /proc/<pid>/cmdline reads empty for a moment (long

@@ -6,7 +6,7 @@ The control plane (cluster.py) and the real node (node.py) both run their compon
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .config import ClusterConfig
@@ -27,12 +27,13 @@ class Supervisor:
     def pid(self, component: str) -> int | None:
         return running_pid(self.config.pid_file(component), self.marker)
 
-    def launch(self, component: str, command: list[str]) -> None:
+    def launch(self, component: str, command: list[str], env: Mapping[str, str] | None = None) -> None:
         start_component(
             command,
             self.config.log_file(component),
             self.config.pid_file(component),
             die_with_parent=self.config.die_with_parent,
+            env=env,
         )
 
     def wait(self, component: str, what: str, ready: Callable[[], bool]) -> None:

@@ -65,3 +65,29 @@ def test_wait_until_stops_early_when_the_process_exits(tmp_path: Path) -> None:
         wait_until(
             lambda: False, component="etcd", what="/health", timeout_s=60, log_file=None, alive=lambda: False
         )
+
+
+def test_an_own_child_that_execs_again_stays_running_and_gets_its_environment(tmp_path: Path) -> None:
+    # A wrapper shell that execs the real program: between the two execs the command line reads
+    # empty, which must never count as an exit (Kueue "exited" with an empty log on CI that way).
+    script = f'echo "dir=$COMPONENT_DIR"; exec {sys.executable} -c "import time; time.sleep(60)" {tmp_path}'
+    proc = start_component(
+        ["sh", "-c", script, str(tmp_path)],
+        tmp_path / "c.log",
+        tmp_path / "c.pid",
+        die_with_parent=True,
+        env={"COMPONENT_DIR": "/from/env"},
+    )
+    try:
+        for _ in range(200):
+            assert running_pid(tmp_path / "c.pid", str(tmp_path)) == proc.pid
+        wait_until(
+            lambda: "dir=/from/env" in (tmp_path / "c.log").read_text(),
+            component="c",
+            what="its output",
+            timeout_s=10,
+            log_file=tmp_path / "c.log",
+        )
+    finally:
+        stop_component(tmp_path / "c.pid", str(tmp_path))
+    assert running_pid(tmp_path / "c.pid", str(tmp_path)) is None
