@@ -27,6 +27,7 @@ POLICIES: Final[tuple[str, ...]] = get_args(Policy)
 
 Device = Literal["cpu", "cuda"]
 Backend = Literal["", "gloo", "nccl"]
+LayerSplit = Literal["even", "measured"]
 
 # Policies whose orders need exactly this many stages per rank.
 _FIXED_STAGES_PER_RANK: Final[dict[str, int]] = {"gpipe": 1, "1f1b": 1, "interleaved1f1b": 2, "zbv": 2}
@@ -56,7 +57,8 @@ class TrainConfig:
     n_heads: int = 4
     """Attention heads per block."""
     n_layers: int = 4
-    """Transformer blocks; split evenly over the pipeline stages, so a multiple of the stage count."""
+    """Transformer blocks, at least one per pipeline stage; split as evenly as they go over the
+    stages (``layer_split = "even"``) or by measured costs (``"measured"``)."""
 
     # ---- parallel layout ----------------------------------------------------------------------------
     pipeline: int = 1
@@ -82,6 +84,14 @@ class TrainConfig:
     """hyperframe: 0 runs the unit-cost plan throughout; K > 0 measures the candidate schedules in
     the first frames, keeps the fastest and re-plans when measured costs drift, at most once every
     K frames (``pipeline.selection``)."""
+    layer_split: LayerSplit = "even"
+    """How the model's layers are split over the pipeline stages. ``even``: as evenly as they go.
+    ``measured``: the first frames (``pipeline.partitioning.PARTITION_FRAMES``) run the even split
+    and time every op; from those timings the runtime derives per-layer costs and each rank's
+    speed, re-splits the layers so that the rank loads balance (V-aware for a V placement) and
+    continues on that split, exactly (weights and AdamW state move by parameter name). Needs a
+    model with the per-layer hook (``ModelSpec.build_layers``; the built-in GPT has it) and one
+    stage per rank or a V (not interleaved1f1b's looped placement)."""
     memory_limit: int = 0
     """Planner's activation budget per rank, in micro-batch activations of one stage (a rank
     holding 2 stages with one micro-batch in flight on each uses 2); 0 = 1F1B's peak."""
@@ -146,11 +156,18 @@ class TrainConfig:
                 f"microbatches_per_frame: interleaved1f1b needs a multiple of pipeline "
                 f"({self.pipeline}), got {self.microbatches_per_frame}"
             )
-        if self.model == "gpt" and self.n_layers % self.num_stages:
+        if self.model == "gpt" and self.n_layers < self.num_stages:
             raise ValueError(
-                f"n_layers: {self.n_layers} blocks cannot be split evenly over pipeline ({self.pipeline}) "
-                f"x stages_per_rank ({self.effective_stages_per_rank}) = {self.num_stages} stages; "
-                f"use a multiple of {self.num_stages}"
+                f"n_layers: {self.n_layers} blocks cannot fill pipeline ({self.pipeline}) x "
+                f"stages_per_rank ({self.effective_stages_per_rank}) = {self.num_stages} stages; "
+                f"use at least {self.num_stages} (one block per stage)"
+            )
+        if self.layer_split not in get_args(LayerSplit):
+            raise ValueError(f"layer_split: {self.layer_split!r} must be 'even' or 'measured'")
+        if self.layer_split == "measured" and self.policy == "interleaved1f1b":
+            raise ValueError(
+                "layer_split: 'measured' splits for one stage per rank or a V; interleaved1f1b's "
+                "looped placement has no partitioner: use layer_split 'even' or another policy"
             )
 
     # ---- derived ------------------------------------------------------------------------------------

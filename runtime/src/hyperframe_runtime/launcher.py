@@ -90,6 +90,7 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
                 "micro_batch_size": frames.micro_batch_size,
                 "frames": frames.frames,
                 "replan_every": frames.replan_every_frames,
+                "layer_split": frames.layer_split,
                 "checkpoint_dir": checkpoint.path if checkpoint else "",
                 "checkpoint_every": checkpoint.every_frames if checkpoint else 0,
                 "device": "cuda" if job.gpus_per_node > 0 else "cpu",

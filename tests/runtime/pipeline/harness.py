@@ -90,7 +90,14 @@ def _train_case(case: dict[str, Any], out: Path) -> None:
         loop.after_frame()
     loop.close()
     if dist.get_rank() == 0:
-        payload = {"start": start, "losses": losses, "digests": digests, "snapshots": loop.result.snapshots}
+        payload = {
+            "start": start,
+            "losses": losses,
+            "digests": digests,
+            "snapshots": loop.result.snapshots,
+            "boundaries": list(loop.layer_boundaries or ()),
+            "events": loop.result.events,
+        }
         (out / f"{case['name']}.json").write_text(json.dumps(payload), encoding="utf-8")
 
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.gpt import gpt_model_spec
 from hyperframe_runtime.pipeline.partitioning import (
+    LayerProfile,
+    even_split,
     layer_costs_and_speeds,
     repartition,
     split_spec,
-    train_partitioned,
 )
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import Placement
@@ -57,10 +60,30 @@ def test_split_spec_builds_the_split_stages() -> None:
     assert sorted(first.blocks) == ["0", "1", "2"] and sorted(last.blocks) == ["3"]  # type: ignore[arg-type]
 
 
-def test_train_partitioned_names_what_to_fix() -> None:
-    spec = gpt_model_spec(TrainConfig(n_layers=4))
-    with pytest.raises(ValueError, match="checkpoint_dir: partitioned training hands the weights over"):
-        train_partitioned(TrainConfig(n_layers=4, frames=8, replan_every=2), spec, calibration_frames=4)
-    config = TrainConfig(n_layers=4, frames=8, replan_every=2, checkpoint_dir="/nonexistent")
-    with pytest.raises(ValueError, match=r"calibration_frames = 8: must lie between replan_every \(2"):
-        train_partitioned(config, spec, calibration_frames=8)
+def test_a_profile_splits_every_placement_of_its_ranks_and_round_trips() -> None:
+    costs = CostModel(forward=(4.0, 12.0), backward_input=(4.0, 12.0), backward_weight=(4.0, 12.0))
+    profile = LayerProfile.measure(costs, Placement.one_per_rank(2), (0, 4, 8))
+    assert profile.split_for(Placement.one_per_rank(2)) == (0, 6, 8)
+    v = profile.split_for(Placement.vshape(2))
+    assert (v[1] - v[0]) + (v[4] - v[3]) > (v[2] - v[1]) + (v[3] - v[2])  # the fast rank's share
+    # The looped placement has no partitioner: it keeps the even split.
+    assert profile.split_for(Placement.looped(2, 2)) == (0, 2, 4, 6, 8)
+    assert LayerProfile.from_json(profile.to_json()) == profile
+    with pytest.raises(ValueError, match="has 4 ranks but the layer profile was measured on 2"):
+        profile.split_for(Placement.one_per_rank(4))
+
+
+@pytest.mark.parametrize(
+    ("layers", "stages", "expected"),
+    [(8, 2, (0, 4, 8)), (7, 2, (0, 4, 7)), (10, 4, (0, 2, 5, 8, 10)), (3, 3, (0, 1, 2, 3))],
+)
+def test_even_split_is_as_even_as_the_layers_go(layers: int, stages: int, expected: tuple[int, ...]) -> None:
+    cuts = even_split(layers, stages)
+    assert cuts == expected
+    sizes = [b - a for a, b in itertools.pairwise(cuts)]
+    assert max(sizes) - min(sizes) <= 1
+
+
+def test_even_split_needs_a_layer_per_stage() -> None:
+    with pytest.raises(ValueError, match="every stage holds at least one layer"):
+        even_split(3, 4)

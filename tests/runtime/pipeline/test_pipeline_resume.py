@@ -89,3 +89,42 @@ def test_replanning_stays_exact_and_resume_reproduces_the_next_frames(tmp_path: 
     assert b["start"] == 1
     assert b["digests"] == a["digests"][1:]
     assert b["losses"] == pytest.approx(a["losses"][1:], abs=1e-6)
+
+
+def test_a_measured_layer_split_stays_exact_and_resumes_on_the_same_split(tmp_path: Path) -> None:
+    def config(name: str) -> dict[str, Any]:
+        return {
+            **_config(tmp_path / name),
+            "n_layers": 8,
+            "policy": "1f1b",
+            "layer_split": "measured",
+            "frames": 6,
+        }
+
+    full, resumed = config("full"), config("resumed")
+    run_harness(
+        2,
+        [
+            {"kind": "train", "name": "full", "config": full},
+            # Interrupted after frame 5: past the re-split after frame 4.
+            {
+                "kind": "train",
+                "name": "resumed",
+                "config": resumed,
+                "copy_snapshot": str(tmp_path / "full" / "frame-000005"),
+            },
+        ],
+        tmp_path,
+    )
+    a = json.loads((tmp_path / "full.json").read_text())
+    b = json.loads((tmp_path / "resumed.json").read_text())
+
+    # The layers were re-split from the costs of frames 2..4 and the training stayed exact.
+    assert len(a["events"]) == 1 and a["events"][0].startswith("frame 4: layer split [0, 4, 8] -> ")
+    assert a["boundaries"][0] == 0 and a["boundaries"][-1] == 8 and len(a["boundaries"]) == 3
+    assert a["losses"] == pytest.approx(reference_losses(TrainConfig.from_dict(full)), abs=TOLERANCE)
+    # The snapshot carries the measured profile: the resumed run rebuilds the same split without
+    # measuring again, and continues exactly.
+    assert b["start"] == 5 and b["events"] == []
+    assert b["boundaries"] == a["boundaries"]
+    assert b["losses"] == pytest.approx(a["losses"][5:], abs=1e-6)

@@ -29,7 +29,12 @@ def test_policy_default_stages_per_rank(policy: str, stages_per_rank: int) -> No
     ("raw", "message"),
     [
         ({"policy": "pipedream"}, "policy: 'pipedream' is not one of"),
-        ({"pipeline": 2, "n_layers": 3}, "n_layers: 3 blocks cannot be split evenly"),
+        ({"pipeline": 2, "n_layers": 3}, "n_layers: 3 blocks cannot fill pipeline (2) x stages_per_rank (2)"),
+        ({"layer_split": "greedy"}, "layer_split: 'greedy' must be 'even' or 'measured'"),
+        (
+            {"policy": "interleaved1f1b", "pipeline": 2, "n_layers": 4, "layer_split": "measured"},
+            "layer_split: 'measured' splits for one stage per rank or a V",
+        ),
         ({"d_model": 30, "n_heads": 4}, "d_model: 30 is not a multiple of n_heads"),
         ({"frames": 0}, "frames: 0 must be >= 1"),
         ({"frames": True}, "frames: expected int"),

@@ -164,11 +164,13 @@ def test_stages_per_rank_and_layer_split(policy: str, per_rank: int) -> None:
         "parallelism": {"pipeline": 4, "data": 4},
         "frames": {"frames": 1, "schedulePolicy": policy, "microBatchesPerFrame": 8},
     }
-    # gpt-small has 12 layers: 4 stages split it, 8 do not.
-    if 12 % (4 * per_rank) == 0:
-        assert run(job).config.frames.stages_per_rank == per_rank
+    # gpt-small has 12 layers: 4 or 8 stages take them (8 unevenly); 4 layers cannot fill 8 stages.
+    assert run(job).config.frames.stages_per_rank == per_rank
+    small = {**job, "entrypoint": {"builtin": {"model": "gpt-small", "layers": 4}}}
+    if per_rank == 1:
+        assert run(small).config.frames.stages_per_rank == 1
     else:
-        assert "12 layers cannot be split evenly" in errors(job)["spec.entrypoint.builtin.layers"]
+        assert "4 layers cannot fill pipeline (4) x 2" in errors(small)["spec.entrypoint.builtin.layers"]
 
 
 def test_job_resources_win_over_runtime_defaults() -> None:

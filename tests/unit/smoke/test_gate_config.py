@@ -196,3 +196,24 @@ def test_gate_checks_the_pods_shm_size_and_rdma_from_job_json() -> None:
     config = gate_config(rdma, JobEnv.from_env(env), node_name="n")
     assert config.require_rdma and config.rdma_resource_name == "rdma/ib"
     assert config.min_shm_bytes == SHM_FLOOR_BYTES and config.shm_bytes == 1 << 30
+
+
+def test_launcher_passes_the_layer_split_and_both_sides_agree_on_it() -> None:
+    from typing import get_args
+
+    from hyperframe.api import job as job_api
+    from hyperframe.api.fields import field_meta
+    from hyperframe.api.resolved import ResolvedJobConfig
+    from hyperframe_runtime import config as runtime_config
+    from hyperframe_runtime.pipeline.partitioning import PARTITION_FRAMES
+
+    docs = list(yaml.safe_load_all((REPO / "examples" / "cpu-2node.yaml").read_text()))
+    job = next(d for d in docs if d["kind"] == "HyperFrameJob")
+    runtime = next(d for d in docs if d["kind"] == "HyperFrameRuntime")
+    job["spec"]["frames"]["layerSplit"] = "measured"
+    config = launcher.train_config(ResolvedJobConfig.from_json(plan(render_job(job, runtime)).job_json))
+    assert config.layer_split == "measured"
+    assert get_args(job_api.LayerSplit) == get_args(runtime_config.LayerSplit)
+    # The CRD's description names the runtime's number of measuring frames.
+    doc = next(field_meta(f).doc for f in dataclasses.fields(job_api.Frames) if f.name == "layer_split")
+    assert f"the first {PARTITION_FRAMES} frames" in doc

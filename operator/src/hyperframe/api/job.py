@@ -35,6 +35,7 @@ __all__ = [
     "Entrypoint",
     "Frames",
     "JobSpec",
+    "LayerSplit",
     "NodeResources",
     "Parallelism",
     "RunPolicy",
@@ -51,6 +52,7 @@ __all__ = [
 MAX_JOB_NAME_LENGTH: Final = 48
 
 SchedulePolicy = Literal["hyperframe", "gpipe", "1f1b", "interleaved1f1b", "zbv"]
+LayerSplit = Literal["even", "measured"]
 SCHEDULE_POLICIES: Final[tuple[str, ...]] = ("hyperframe", "gpipe", "1f1b", "interleaved1f1b", "zbv")
 
 
@@ -99,6 +101,19 @@ class Checkpoint:
 class Frames:
     """Training in frames: a frame is one schedule of micro-batches ending in an optimizer step."""
 
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            cel="self.layerSplit != 'measured' || self.schedulePolicy != 'interleaved1f1b'",
+            message="layerSplit measured splits for one stage per rank or a V, not interleaved1f1b's loop",
+            fix="use layerSplit even with interleaved1f1b, or another schedulePolicy",
+            check=lambda f: (
+                "layerSplit measured splits for one stage per rank or a V, not interleaved1f1b's loop"
+                if f.layer_split == "measured" and f.schedule_policy == "interleaved1f1b"
+                else None
+            ),
+        ),
+    )
+
     frames: int = spec_field("Number of frames (optimizer steps) to train.", minimum=1, maximum=100000000)
     micro_batches_per_frame: int = spec_field("Micro-batches per frame.", default=8, minimum=1, maximum=4096)
     micro_batch_size: int = spec_field("Samples per micro-batch.", default=1, minimum=1, maximum=65536)
@@ -112,6 +127,13 @@ class Frames:
         default=1,
         minimum=0,
         maximum=1000000,
+    )
+    layer_split: LayerSplit = spec_field(
+        "How the model's layers are split over the pipeline stages: even (as evenly as they go) or "
+        "measured (the first 4 frames time every op, then the layers are re-split by measured "
+        "per-layer costs and rank speeds so that the ranks' loads balance; for mixed or uneven "
+        "hardware; needs a model with the per-layer hook, which the built-in ones have).",
+        default="even",
     )
     checkpoint: Checkpoint | None = spec_field("Checkpointing; absent means no checkpoints.", default=None)
 

@@ -129,14 +129,14 @@ def _builtin(spec: JobSpec, b: BuiltinModel, errors: list[FieldError]) -> Resolv
             )
         )
     stages = spec.parallelism.pipeline * stages_per_rank(spec.frames.schedule_policy)
-    if resolved.layers % stages:
+    if resolved.layers < stages:
         errors.append(
             FieldError(
                 f"{path}.layers",
-                f"{resolved.layers} layers cannot be split evenly over pipeline ({spec.parallelism.pipeline}) "
+                f"{resolved.layers} layers cannot fill pipeline ({spec.parallelism.pipeline}) "
                 f"x {stages_per_rank(spec.frames.schedule_policy)} stage(s) per rank for "
                 f"{spec.frames.schedule_policy} = {stages} stages",
-                f"set layers to a multiple of {stages}",
+                f"set layers to at least {stages} (one per stage)",
             )
         )
     return resolved
@@ -216,6 +216,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
             schedule_policy=f.schedule_policy,
             replan_every_frames=f.replan_every_frames,
             stages_per_rank=stages_per_rank(f.schedule_policy),
+            layer_split=f.layer_split,
             checkpoint=f.checkpoint,
         ),
         entrypoint=ResolvedEntrypoint(builtin=builtin, module=spec.entrypoint.module),

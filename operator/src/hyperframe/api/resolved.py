@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 from hyperframe.api.codec import dump, parse
 from hyperframe.api.fields import spec_field
-from hyperframe.api.job import Checkpoint, Parallelism, SchedulePolicy, UserModule
+from hyperframe.api.job import Checkpoint, LayerSplit, Parallelism, SchedulePolicy, UserModule
 from hyperframe.api.runtime import DeviceCheck, RuntimeImages, RuntimeVersions
 
 __all__ = [
@@ -52,6 +52,7 @@ class ResolvedFrames:
         "Model stages each rank holds: 1 for gpipe and 1f1b, 2 for interleaved1f1b, zbv and hyperframe.",
         minimum=1,
     )
+    layer_split: LayerSplit = spec_field("Layer split over the stages: even or measured.", default="even")
     checkpoint: Checkpoint | None = spec_field("Checkpointing, if any.", default=None)
 
 

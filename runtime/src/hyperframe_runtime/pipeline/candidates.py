@@ -57,7 +57,7 @@ def _placements_allowed(config: TrainConfig) -> set[int]:
     per_rank = {config.stages_per_rank} if config.stages_per_rank else {1, 2}
     if config.model != "gpt":
         per_rank = {config.effective_stages_per_rank}
-    return {k for k in per_rank if config.model != "gpt" or config.n_layers % (k * config.pipeline) == 0}
+    return {k for k in per_rank if config.model != "gpt" or config.n_layers >= k * config.pipeline}
 
 
 def candidate_plans(config: TrainConfig) -> tuple[list[Candidate], dict[str, FramePlan]]:

@@ -19,6 +19,11 @@ Per frame, on every rank:
 7. global rank 0 writes metrics (measured and predicted frame time, re-plan cost) and the trace
    and reports progress (``hyperframe_runtime.progress``);
 8. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan.
+
+With ``layer_split = "measured"`` the first ``PARTITION_FRAMES`` frames come before all this: they
+run the even layer split and gather every rank's op timings; then the layers are re-split by the
+measured per-layer costs and rank speeds (``pipeline.partitioning``), the stages move to the new
+split, and the schedule selector starts on it.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from hyperframe_runtime.pipeline.metrics import (
     peak_memory_bytes,
     reset_peak_memory,
 )
+from hyperframe_runtime.pipeline.partitioning import PARTITION_FRAMES, LayerProfile, even_split
 from hyperframe_runtime.pipeline.planning import FramePlan, initial_plan, plan_from_costs
 from hyperframe_runtime.pipeline.replanner import BackgroundPlanner, PlanOutcome
 from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
@@ -79,7 +85,9 @@ class TrainResult:
     """The plan each of those frames ran."""
     snapshots: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
-    """The schedule selector's decisions (hyperframe policy), as logged."""
+    """The schedule selector's decisions (hyperframe policy) and layer re-splits, as logged."""
+    profile: LayerProfile | None = None
+    """The measured layer profile the stages were split by (``layer_split = "measured"``)."""
 
 
 class FrameLoop:
@@ -113,23 +121,29 @@ class FrameLoop:
         snapshot = checkpoint.resume_snapshot(config.checkpoint_dir) if config.checkpoint_dir else None
         saved = FramePlan.from_json(snapshot.plan) if snapshot is not None else None
 
+        # layer_split "measured": the first frames run the even split and time every op, then
+        # the layers are re-split (_repartition); a snapshot taken after that carries the profile.
+        profile_json = snapshot.plan.get("layer_profile") if snapshot is not None else None
+        profile = LayerProfile.from_json(profile_json) if profile_json else None
+        self._partitioning = config.layer_split == "measured" and profile is None
+        self._partition_window: list[RankFrame] = []
+        if config.layer_split == "measured" and (self.spec.build_layers is None or self.spec.num_layers < 1):
+            raise ValueError(
+                "layer_split: 'measured' re-splits the model's layers, which needs the per-layer hook "
+                "(ModelSpec.build_layers and num_layers) in the model factory; add it or use 'even'"
+            )
+
         self.selector: ScheduleSelector | None = None
         self._plans: dict[str, FramePlan] = {}
-        if config.policy == "hyperframe" and config.replan_every:
-            candidates, self._plans = candidate_plans(config)
-            self._plans.update(forced_plans or {})
-            start = ""
-            if saved is not None and saved.schedule in {c.name for c in candidates}:
-                start = saved.schedule
-                self._plans[start] = saved
-            self.selector = ScheduleSelector(candidates, replan_every=config.replan_every, start=start)
-            self.selector.ready.update(forced_plans or {})
-            # Start on the first candidate's placement (or the resumed one): no move at frame 1.
-            self.plan = self._plan_of(self.selector.next_step().name)
+        self._forced = forced_plans or {}
+        if config.policy == "hyperframe" and config.replan_every and not self._partitioning:
+            self.plan = self._start_selector(saved)
         elif saved is not None:
             self.plan = _resume_plan(saved, self.plan)
 
-        self._context = StageContext(config, self.spec, self.topology.pp_rank, self.groups, self.device)
+        self._context = StageContext(
+            config, self.spec, self.topology.pp_rank, self.groups, self.device, profile=profile
+        )
         self.stages = StageSet.build(self._context, self.plan.placement, self.plan.orders)
         if snapshot is not None:
             checkpoint.load_snapshot(snapshot, modules=self.stages.modules, optimizer=self.stages.optimizer)
@@ -138,8 +152,9 @@ class FrameLoop:
 
         self.trace = TraceWriter(config.trace_dir) if config.trace_dir and self.is_reporter else None
         self.progress = _start_progress(config, self.frames_done) if self.is_reporter else None
-        self.result = TrainResult(start_frame=self.frames_done)
-        self.planner = BackgroundPlanner() if self.selector is not None and self.is_reporter else None
+        self.result = TrainResult(start_frame=self.frames_done, profile=profile)
+        selecting = config.policy == "hyperframe" and config.replan_every > 0
+        self.planner = BackgroundPlanner() if selecting and self.is_reporter else None
         self._answer: tuple[tuple[PlanOutcome, ...], float] | None = None
         self.calibrations: dict[Placement, Calibration] = {}
         self._windows: dict[Placement, list[RankFrame]] = defaultdict(list)
@@ -160,6 +175,24 @@ class FrameLoop:
     @property
     def executor(self) -> PipelineExecutor:
         return self.stages.executor
+
+    @property
+    def layer_boundaries(self) -> tuple[int, ...] | None:
+        """The layer split of the running stages; None = the model's own ``build_stage``."""
+        return self._context.boundaries(self.plan.placement)
+
+    def _start_selector(self, saved: FramePlan | None) -> FramePlan:
+        """Start choosing schedules by measurement; the plan to run first (the first candidate's,
+        or the resumed one's: no move at the next frame)."""
+        candidates, self._plans = candidate_plans(self.config)
+        self._plans.update(self._forced)
+        start = ""
+        if saved is not None and saved.schedule in {c.name for c in candidates}:
+            start = saved.schedule
+            self._plans[start] = saved
+        self.selector = ScheduleSelector(candidates, replan_every=self.config.replan_every, start=start)
+        self.selector.ready.update(self._forced)
+        return self._plan_of(self.selector.next_step().name)
 
     def _plan_of(self, name: str) -> FramePlan:
         """The plan of candidate ``name``; a planner candidate not yet planned from measured
@@ -228,13 +261,24 @@ class FrameLoop:
         replan_due = False
         if self.selector is not None and choice is not None:
             replan_due = self.selector.observe_drift(max(s.drift for s in summaries))
-        need_records = bool(config.trace_dir) or (choice is not None and choice.gather) or replan_due
+        need_records = (
+            bool(config.trace_dir)
+            or (choice is not None and choice.gather)
+            or replan_due
+            or (self._partitioning and frame > 0)  # frame 0 warms up
+        )
         ranks: list[RankFrame] = []
         if need_records:
             gathered: list[RankFrame | None] = [None] * dist.get_world_size()
             dist.all_gather_object(gathered, mine)
             ranks = [r for r in gathered if r is not None]
         replan_s, planner_s = switch_s, 0.0
+        if self._partitioning:
+            self._partition_window.extend(ranks)
+            if self.frames_done >= PARTITION_FRAMES:
+                began = time.perf_counter()
+                self._repartition()
+                replan_s += time.perf_counter() - began
         if self.selector is not None and choice is not None:
             began = time.perf_counter()
             planner_s = self._select(choice, metrics.frame_s, ranks, replan_due, summaries)
@@ -257,6 +301,29 @@ class FrameLoop:
         if self.progress is not None:
             _report(config, metrics, self.result, self.progress)
         return metrics
+
+    def _repartition(self) -> None:
+        """Re-split the layers by the costs measured on the even split (collective: every rank
+        computes the same profile from the same all-gathered records)."""
+        placement = self.plan.placement
+        before = self._context.boundaries(placement) or even_split(self.spec.num_layers, placement.num_stages)
+        profile = LayerProfile.measure(calibrate(self._partition_window, placement).costs, placement, before)
+        self._partitioning, self._partition_window = False, []
+        self._context = replace(self._context, profile=profile)
+        self.result.profile = profile
+        plan = self.plan
+        if self.config.policy == "hyperframe" and self.config.replan_every:
+            plan = self._start_selector(None)
+        self.stages = self.stages.moved_to(self._context, plan.placement, plan.orders)
+        self.plan, self._frames_on_plan = plan, 0
+        event = (
+            f"layer split {list(before)} -> {list(profile.split_for(placement))} on placement "
+            f"{list(placement.stage_to_rank)}, from measured rank slowdowns "
+            f"{[round(x, 2) for x in profile.rank_slowdown]}"
+        )
+        self.result.events.append(f"frame {self.frames_done}: {event}")
+        if self.is_reporter:
+            log.info("frame %d: %s", self.frames_done, event)
 
     def _select(
         self,
@@ -392,10 +459,17 @@ class FrameLoop:
                 global_step=done,
                 modules=self.modules,
                 optimizer=self.optimizer,
-                plan=self.plan.to_json(),
+                plan=self._snapshot_plan(),
                 config=config.to_dict(),
             )
             self.result.snapshots.append(str(path))
+
+    def _snapshot_plan(self) -> dict[str, Any]:
+        """The running plan, with the layer profile its stages were split by (if measured)."""
+        plan = self.plan.to_json()
+        if self._context.profile is not None:
+            plan["layer_profile"] = self._context.profile.to_json()
+        return plan
 
     def run(self) -> TrainResult:
         """Run the remaining frames of ``config.frames``."""

@@ -1,13 +1,13 @@
 """Re-partition a model's layers from measured costs: the runtime half of ``schedule.partition``.
 
-After the first frames of a run the planner holds measured per-stage costs (``FramePlan.costs``,
-from every rank's op timings). This module turns them into what the partitioner needs, per-layer
-costs and per-rank speeds, asks it for a split (the V-aware one for a V placement, the exact
-one-stage-per-rank one otherwise) and builds the model spec that runs that split through the
-per-layer hook (``ModelSpec.build_layers``). :func:`train_partitioned` is the whole flow: train
-the first frames on the even split, re-plan from their measured costs, snapshot, partition, and
-continue on the new split from the snapshot (parameters and AdamW state are keyed by parameter
-name, which the split does not change, so the continuation is exact).
+With ``layer_split = "measured"`` the frame loop runs its first :data:`PARTITION_FRAMES` frames on
+the even split and gathers every rank's op timings (``pipeline.calibration``). This module turns
+those measured per-stage costs into what the partitioner needs, per-layer costs and per-rank
+speeds (a :class:`LayerProfile`), and asks the partitioner for each placement's split (the V-aware
+one for a V, the exact one-stage-per-rank one otherwise). The frame loop then moves the stages to
+that split (``StageSet.moved_to``: parameters and AdamW state are keyed by parameter name, which
+the split does not change, so training continues exactly) and saves the profile in every
+snapshot, so a resumed run rebuilds the same split.
 
 Separating a layer's cost from its rank's speed needs an assumption, because each stage was
 measured on one rank only: **the layers are alike** (the built-in GPT's blocks are). A rank's
@@ -20,18 +20,43 @@ yourself to :func:`~hyperframe_runtime.schedule.partition.vshape_partition`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
-import torch
-
-from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.spec import ModelSpec, check_split
-from hyperframe_runtime.pipeline.frame_loop import FrameLoop, TrainResult
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import OpKind, Placement
 from hyperframe_runtime.schedule.partition import partition_layers, vshape_partition
 
-__all__ = ["Partitioned", "layer_costs_and_speeds", "repartition", "split_spec", "train_partitioned"]
+__all__ = [
+    "PARTITION_FRAMES",
+    "LayerProfile",
+    "can_partition",
+    "even_split",
+    "layer_costs_and_speeds",
+    "repartition",
+    "split_spec",
+]
+
+PARTITION_FRAMES: Final = 4
+"""Frames on the even split before a measured re-split: one warm-up frame (torch's shape
+inference, first allocations) and three measured ones."""
+
+
+def even_split(num_layers: int, num_stages: int) -> tuple[int, ...]:
+    """Boundaries giving each stage ``num_layers / num_stages`` layers, as evenly as they go."""
+    cuts = tuple(round(i * num_layers / num_stages) for i in range(num_stages + 1))
+    check_split(cuts, num_layers)
+    return cuts
+
+
+def can_partition(placement: Placement) -> bool:
+    """Whether the partitioner splits for ``placement`` (one stage per rank or the V)."""
+    return (
+        placement == Placement.one_per_rank(placement.num_ranks)
+        or placement.is_vshape
+        or placement.num_ranks == 1
+    )
 
 
 def layer_costs_and_speeds(
@@ -46,8 +71,7 @@ def layer_costs_and_speeds(
             f"has {placement.num_stages}; give one boundary more than there are stages"
         )
     stage_seconds = [
-        sum(costs.base_cost(s, kind) for kind in (OpKind.F, OpKind.I, OpKind.W))
-        for s in range(placement.num_stages)
+        costs.base_cost(s, OpKind.F) + costs.base_cost(s, OpKind.B) for s in range(placement.num_stages)
     ]
     per_layer = []
     for rank in range(placement.num_ranks):
@@ -70,7 +94,7 @@ def repartition(
     """The layer split the partitioner picks for ``placement`` (one stage per rank or a V)."""
     if placement == Placement.one_per_rank(placement.num_ranks):
         return partition_layers(layer_costs, rank_slowdown).boundaries
-    if placement.is_vshape or placement.num_ranks == 1:
+    if can_partition(placement):
         return vshape_partition(layer_costs, rank_slowdown).boundaries
     raise ValueError(
         f"placement {list(placement.stage_to_rank)}: the partitioner splits for one stage per rank "
@@ -86,69 +110,37 @@ def split_spec(spec: ModelSpec, boundaries: Sequence[int]) -> ModelSpec:
 
 
 @dataclasses.dataclass(frozen=True)
-class Partitioned:
-    """What :func:`train_partitioned` did."""
+class LayerProfile:
+    """Per-layer reference costs and per-rank slowdowns measured on one split: enough to split
+    the layers for any placement of the same ranks."""
 
-    calibration: TrainResult
-    """The frames on the even split."""
-    partitioned: TrainResult
-    """The frames after it, on ``split``."""
-    split: tuple[int, ...]
-    """Layer boundaries of the stages after calibration."""
+    layer_costs: tuple[float, ...]
+    """Seconds of F + B of each layer on the fastest rank, per micro-batch."""
     rank_slowdown: tuple[float, ...]
-    """Each rank's measured time per layer, relative to the fastest."""
+    """Each pipeline rank's time per layer, relative to the fastest (1.0)."""
 
+    @classmethod
+    def measure(cls, costs: CostModel, placement: Placement, boundaries: Sequence[int]) -> LayerProfile:
+        """The profile of per-stage ``costs`` measured on ``placement`` with ``boundaries``."""
+        layers, slowdown = layer_costs_and_speeds(costs, placement, boundaries)
+        return cls(tuple(layers), tuple(slowdown))
 
-def train_partitioned(
-    config: TrainConfig,
-    spec: ModelSpec,
-    *,
-    calibration_frames: int,
-    device: torch.device | None = None,
-) -> Partitioned:
-    """Train ``config`` with a layer split measured for this hardware (every rank calls it).
+    def split_for(self, placement: Placement) -> tuple[int, ...]:
+        """The partitioner's split for ``placement``; the even split where it has none (looped)."""
+        if placement.num_ranks != len(self.rank_slowdown):
+            raise ValueError(
+                f"placement {list(placement.stage_to_rank)}: has {placement.num_ranks} ranks but the "
+                f"layer profile was measured on {len(self.rank_slowdown)}"
+            )
+        if not can_partition(placement):
+            return even_split(len(self.layer_costs), placement.num_stages)
+        return repartition(placement, self.layer_costs, self.rank_slowdown)
 
-    The first ``calibration_frames`` frames run the even split and re-plan from measured costs
-    every ``config.replan_every`` frames; then a snapshot is written to ``config.checkpoint_dir``,
-    the measured per-stage costs choose the split, and training resumes from the snapshot on that
-    split (re-planning again from its own measured costs) until ``config.frames``.
-    """
-    if not config.checkpoint_dir:
-        raise ValueError(
-            "checkpoint_dir: partitioned training hands the weights over through a snapshot; set it"
+    def to_json(self) -> dict[str, Any]:
+        return {"layer_costs": list(self.layer_costs), "rank_slowdown": list(self.rank_slowdown)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LayerProfile:
+        return cls(
+            tuple(float(x) for x in data["layer_costs"]), tuple(float(x) for x in data["rank_slowdown"])
         )
-    if not 1 <= config.replan_every < calibration_frames < config.frames:
-        raise ValueError(
-            f"calibration_frames = {calibration_frames}: must lie between replan_every "
-            f"({config.replan_every}, which must be >= 1) and frames ({config.frames}), exclusive, so "
-            "that costs are measured before the split changes"
-        )
-    num_stages = config.num_stages
-    even = tuple(round(i * spec.num_layers / num_stages) for i in range(num_stages + 1))
-    first = FrameLoop(
-        dataclasses.replace(config, frames=calibration_frames), spec=split_spec(spec, even), device=device
-    )
-    calibration = first.run()
-    measured = _measured_costs(first, num_stages)
-    if measured is None:
-        raise RuntimeError(
-            "policy: partitioned training needs the hyperframe policy (it re-plans from measured costs)"
-        )
-    costs, placement = measured
-    layer_costs, slowdown = layer_costs_and_speeds(costs, placement, even)
-    split = repartition(placement, layer_costs, slowdown)
-    rest = FrameLoop(config, spec=split_spec(spec, split), device=device).run()
-    return Partitioned(calibration=calibration, partitioned=rest, split=split, rank_slowdown=tuple(slowdown))
-
-
-def _measured_costs(loop: FrameLoop, num_stages: int) -> tuple[CostModel, Placement] | None:
-    """Measured per-stage costs of the calibration frames: the plan's own when it was re-planned,
-    else the schedule selector's calibration of a placement with ``num_stages`` stages (the
-    current placement first)."""
-    if loop.plan.costs is not None and loop.plan.placement.num_stages == num_stages:
-        return loop.plan.costs, loop.plan.placement
-    placements = sorted(loop.calibrations, key=lambda p: p != loop.plan.placement)
-    for placement in placements:
-        if placement.num_stages == num_stages:
-            return loop.calibrations[placement].costs, placement
-    return None

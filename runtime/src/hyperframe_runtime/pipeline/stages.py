@@ -6,7 +6,8 @@ name, and names are unique across stages (the ``ModelSpec`` contract), so moving
 placement is: every pipeline rank all-gathers the named tensors of the pipeline, builds its new
 stages and takes the tensors it now holds. Replicas move in lockstep, each in its own pipeline
 group, and stay identical. This is a between-frames operation and costs one all-gather of the
-pipeline's parameters and AdamW moments; the frame loop counts it as re-planning cost.
+pipeline's parameters and AdamW moments; the frame loop counts it as re-planning cost. A new
+layer split (``layer_split = "measured"``, ``pipeline.partitioning``) moves the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from torch import nn
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.spec import ModelSpec
 from hyperframe_runtime.pipeline.executor import PipelineExecutor
+from hyperframe_runtime.pipeline.partitioning import LayerProfile, even_split
 from hyperframe_runtime.pipeline.topology import ParallelGroups
 from hyperframe_runtime.schedule.ir import Orders, Placement
 
@@ -36,6 +38,27 @@ class StageContext:
     pp_rank: int
     groups: ParallelGroups
     device: torch.device
+    profile: LayerProfile | None = None
+    """Measured per-layer costs and rank speeds (``layer_split = "measured"``), once known: the
+    stages then hold the partitioner's split of the layers."""
+
+    def boundaries(self, placement: Placement) -> tuple[int, ...] | None:
+        """The layer split of ``placement``'s stages; None = the model's own even ``build_stage``."""
+        spec, num_stages = self.spec, placement.num_stages
+        if spec.build_layers is None or spec.num_layers < 1:
+            return None
+        if self.profile is not None:
+            return self.profile.split_for(placement)
+        if spec.num_layers % num_stages:
+            return even_split(spec.num_layers, num_stages)
+        return None
+
+    def build_stage(self, stage: int, placement: Placement) -> nn.Module:
+        """Stage ``stage`` of ``placement``, on the CPU."""
+        cuts = self.boundaries(placement)
+        if cuts is None:
+            return self.spec.build_stage(stage, placement.num_stages)
+        return self.spec.build_split(stage, cuts)
 
 
 @dataclass
@@ -51,7 +74,7 @@ class StageSet:
     def build(cls, context: StageContext, placement: Placement, orders: Orders) -> StageSet:
         config, device = context.config, context.device
         stages = placement.stages_of(context.pp_rank)
-        modules = {s: context.spec.build_stage(s, placement.num_stages).to(device) for s in stages}
+        modules = {s: context.build_stage(s, placement).to(device) for s in stages}
         optimizer = torch.optim.AdamW([p for s in stages for p in modules[s].parameters()], lr=config.lr)
         executor = PipelineExecutor(
             stage_modules=modules,
@@ -79,8 +102,9 @@ class StageSet:
         return out
 
     def moved_to(self, context: StageContext, placement: Placement, orders: Orders) -> StageSet:
-        """This pipeline's parameters and optimizer state on ``placement`` (collective over the
-        pipeline group; every pipeline rank calls it with the same placement)."""
+        """This pipeline's parameters and optimizer state on ``placement`` and the layer split of
+        ``context`` (collective over the pipeline group; every pipeline rank calls it with the
+        same placement and context)."""
         pp_group = context.groups.pp_group
         gathered: list[dict[str, tuple[torch.Tensor, dict[str, Any]]] | None] = [None] * dist.get_world_size(
             pp_group
