@@ -40,8 +40,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.models.spec import ModelSpec
 from hyperframe_runtime.pipeline.frame_loop import FrameLoop
 from hyperframe_runtime.pipeline.metrics import RankFrame, exchange_summaries
+
+from bench.uneven_ranks import sleepy_spec
 
 TORCH_POLICIES = ("gpipe", "1f1b", "interleaved1f1b", "zbv")
 
@@ -55,6 +58,10 @@ class Row:
     microbatches: int
     micro_batch_size: int
     frames: int
+    slow_rank_sleep_ms: float = 0.0
+    """> 0: pipeline rank 1 is made slow (``bench.uneven_ranks``: each of its blocks sleeps this
+    long per forward, twice per backward) and ``hyperframe`` runs with ``layer_split = "measured"``
+    while torch's schedules run the even split: the row where the plan should win."""
 
 
 ROWS: dict[str, Row] = {
@@ -88,6 +95,17 @@ ROWS: dict[str, Row] = {
         4,
         24,
     ),
+    # One slow rank: where the measured layer split should win.
+    "slow-rank": Row(
+        "slow-rank",
+        2,
+        1,
+        {"n_layers": 8, "d_model": 32, "n_heads": 2, "vocab_size": 64, "seq_len": 16},
+        4,
+        2,
+        30,
+        slow_rank_sleep_ms=3.0,
+    ),
 }
 
 
@@ -100,9 +118,17 @@ def _config(row: Row, policy: str) -> TrainConfig:
         micro_batch_size=row.micro_batch_size,
         frames=10**6,
         replan_every=1 if policy == "hyperframe" else 0,
+        layer_split="measured" if policy == "hyperframe" and row.slow_rank_sleep_ms else "even",
         seed=1,
         **row.model,  # type: ignore[arg-type]
     )
+
+
+def _spec(row: Row, policy: str) -> ModelSpec | None:
+    """The model of ``row``: the built-in GPT, with a slow rank where the row asks for one."""
+    if not row.slow_rank_sleep_ms:
+        return None
+    return sleepy_spec(_config(row, policy), row.slow_rank_sleep_ms / 1000)
 
 
 def _policies(row: Row) -> list[str]:
@@ -147,7 +173,7 @@ def _worker(rank: int, row: Row, repeats: int, port: int, out: str) -> None:
     exchange: tuple[float, float] = (0.0, 0.0)
     for repeat in range(repeats):
         order = policies if repeat % 2 == 0 else policies[::-1]
-        loops = {policy: FrameLoop(_config(row, policy)) for policy in order}
+        loops = {policy: FrameLoop(_config(row, policy), spec=_spec(row, policy)) for policy in order}
         for _ in range(row.frames):
             for policy in order:
                 loops[policy].run_frame()
@@ -186,6 +212,12 @@ def _spread(values: list[float]) -> float:
     return (q[2] - q[0]) / statistics.median(values)
 
 
+def _paired_ratio(mine: list[float], theirs: list[float]) -> float:
+    """Median over rounds of (my frame / their frame in the same round): the policies run their
+    frames in turn, so a load change on the host hits both frames of a round alike."""
+    return statistics.median(a / b for a, b in zip(mine[1:], theirs[1:], strict=True))
+
+
 def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
     policies = _policies(row)
     per_repeat = []
@@ -207,6 +239,9 @@ def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
                 "spread": {p: round(_spread(run["frame_s"][p][1:]), 3) for p in policies},
                 "best_torch": best_torch,
                 "ratio": round(medians["hyperframe"] / medians[best_torch], 3),
+                "paired_ratio": round(
+                    _paired_ratio(run["frame_s"]["hyperframe"], run["frame_s"][best_torch]), 3
+                ),
                 "winner": run["winner"],
                 "exploring_frames": sum(run["exploring"]),
                 "explore_share_of_100_frames": round(run["explore_cost_s"] / (100 * pace), 4),
@@ -270,7 +305,8 @@ def _print(result: dict[str, Any]) -> None:
         )
         print(f"  repeat {i + 1}: median ms/frame: {cells}")
         print(
-            f"    hyperframe / best torch ({rep['best_torch']}) = {rep['ratio']:.3f}; ran {rep['winner']} after "
+            f"    hyperframe / best torch ({rep['best_torch']}) = {rep['ratio']:.3f} (paired per round "
+            f"{rep['paired_ratio']:.3f}); ran {rep['winner']} after "
             f"{rep['exploring_frames']} exploring frames costing {100 * rep['explore_share_of_100_frames']:.1f}% "
             f"of a 100-frame run; steady state predicted {rep['predicted_ms']} ms vs measured {rep['measured_ms']} ms"
         )

@@ -56,7 +56,7 @@ class _Sleep(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, seconds: float) -> torch.Tensor:
         ctx.seconds = seconds
         time.sleep(seconds)
-        return x.view_as(x)
+        return x.clone()  # not a view: split backwards (ZBV) detach stage outputs in place
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
