@@ -13,6 +13,7 @@ import sys
 BENCHES: tuple[str, ...] = (
     "schedules",
     "partitioner",
+    "activation_memory",
     "uneven_ranks",
     "smoke_gate",
     "real_cpu",

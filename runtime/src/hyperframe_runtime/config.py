@@ -93,8 +93,13 @@ class TrainConfig:
     model with the per-layer hook (``ModelSpec.build_layers``; the built-in GPT has it) and one
     stage per rank or a V (not interleaved1f1b's looped placement)."""
     memory_limit: int = 0
-    """Planner's activation budget per rank, in micro-batch activations of one stage (a rank
-    holding 2 stages with one micro-batch in flight on each uses 2); 0 = 1F1B's peak."""
+    """Planner's activation budget per rank, in micro-batch activations of the placement's heaviest
+    stage (a rank holding 2 stages with one micro-batch in flight on each uses at most 2); 0 = 1F1B's
+    peak. Once the stages' bytes are measured the budget is this many heaviest-stage bytes
+    (``pipeline.memory``). Set at most one of ``memory_limit`` and ``memory_limit_bytes``."""
+    memory_limit_bytes: int = 0
+    """Planner's activation budget per rank in bytes, against each stage's measured activation bytes
+    per micro-batch; 0 = 1F1B's peak. Applies from the first plan made from measured costs."""
     planner_time_budget_s: float = 0.2
     """Seconds the planner may spend improving an order."""
 
@@ -121,7 +126,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         _check_positive(self, "vocab_size", "seq_len", "d_model", "n_heads", "n_layers")
         _check_positive(self, "pipeline", "data", "microbatches_per_frame", "micro_batch_size", "frames")
-        _check_non_negative(self, "stages_per_rank", "replan_every", "memory_limit", "checkpoint_every")
+        _check_non_negative(self, "stages_per_rank", "replan_every", "checkpoint_every")
+        _check_non_negative(self, "memory_limit", "memory_limit_bytes")
         if self.policy not in POLICIES:
             raise ValueError(f"policy: {self.policy!r} is not one of {', '.join(POLICIES)}")
         if self.device not in get_args(Device):
@@ -139,6 +145,11 @@ class TrainConfig:
             )
         if not self.lr > 0:
             raise ValueError(f"lr: {self.lr} must be > 0")
+        if self.memory_limit and self.memory_limit_bytes:
+            raise ValueError(
+                "memory_limit_bytes: set together with memory_limit; keep one (memory_limit_bytes "
+                "for a budget in bytes) and set the other to 0"
+            )
         if self.planner_time_budget_s < 0:
             raise ValueError(f"planner_time_budget_s: {self.planner_time_budget_s} must be >= 0")
         fixed = _FIXED_STAGES_PER_RANK.get(self.policy)

@@ -13,7 +13,9 @@ importing torch dominates on a small CI machine) and runs each case on them:
   that of the plan the frame ran (the hyperframe policy may switch schedules between frames).
 - ``select``: ``FrameLoop`` over the config's frames with ``"forced"`` plans (candidate name ->
   ``"serial"``: every micro-batch through the whole pipeline before the next starts); rank 0
-  saves the schedule of each frame, the selector's events and the losses.
+  saves the schedule of each frame, the selector's events and the losses, and per frame the
+  activation costs of the plan it ran and the predicted activation peaks (plan's, 1F1B's), and
+  the activation costs of the planner's last plan of each candidate (run or not).
 
 The parent (pytest) compares the results with a single-process reference.
 """
@@ -125,6 +127,9 @@ def _select_case(case: dict[str, Any], out: Path) -> None:
             "losses": [m.loss for m in result.metrics],
             "events": result.events,
             "winner": loop.selector.winner if loop.selector else "",
+            "activation": [list(p.costs.activation) if p.costs else [] for p in result.plans],
+            "peaks": [[m.activation_peak_bytes, m.activation_peak_1f1b_bytes] for m in result.metrics],
+            "planned": {n: list(p.costs.activation) for n, p in loop._plans.items() if p.costs},
         }
         (out / f"{case['name']}.json").write_text(json.dumps(payload), encoding="utf-8")
 

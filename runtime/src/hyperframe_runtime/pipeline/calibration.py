@@ -12,6 +12,9 @@ the op records of all ranks (:class:`~hyperframe_runtime.pipeline.metrics.RankFr
   asynchronous all-reduce was seen complete.
 - ``frame_overhead_s``: per frame, what is outside the pipeline program and the exposed DP wait
   (zeroing gradients, the optimizer step, the batch), the slowest rank's median.
+- ``activation``: per stage, the bytes one micro-batch holds from its F until its backward, as
+  the executor measured them (``RankFrame.activation_bytes``): the planner's memory budget is then
+  in bytes (``pipeline.memory``). Left empty (one unit per stage) unless every stage was measured.
 - ``executor_s``: per frame, what the pipeline program took beyond the simulator's replay of the
   orders that actually ran on the costs above (start-up of the program, receives that were not
   yet posted, contention between ranks sharing cores): the median over the measured frames.
@@ -42,7 +45,8 @@ class Calibration:
     """What a frame costs besides its ops, and the measured op costs (see the module docstring)."""
 
     costs: CostModel
-    """Per-stage median F, I, W seconds (B split in halves), with ``p2p`` and ``allreduce`` set."""
+    """Per-stage median F, I, W seconds (B split in halves), with ``p2p``, ``allreduce`` and
+    ``activation`` (bytes per micro-batch) set."""
     op_overhead_s: float
     frame_overhead_s: float
     frames: int
@@ -74,12 +78,25 @@ def _allreduce(window: Sequence[RankFrame], num_stages: int) -> tuple[float, ...
     return tuple(statistics.median(by_stage[s]) if by_stage[s] else 0.0 for s in range(num_stages))
 
 
+def _activation(window: Sequence[RankFrame], num_stages: int) -> tuple[float, ...]:
+    measured: dict[int, int] = {}
+    for rf in window:
+        for stage, size in rf.activation_bytes:
+            measured[stage] = max(measured.get(stage, 0), size)
+    if sorted(measured) != list(range(num_stages)):
+        return ()  # not every stage measured: keep unit activations rather than mix units
+    return tuple(float(measured[s]) for s in range(num_stages))
+
+
 def calibrate(window: Sequence[RankFrame], placement: Placement) -> Calibration:
     """A calibration from every rank's measurements of the frames in ``window`` (one placement)."""
     samples = [(stage, kind, end - start) for rf in window for stage, kind, _, start, end, _ in rf.records]
     costs = costs_from_samples(samples, placement)
     costs = replace(
-        costs, p2p=estimate_p2p(window, placement), allreduce=_allreduce(window, placement.num_stages)
+        costs,
+        p2p=estimate_p2p(window, placement),
+        allreduce=_allreduce(window, placement.num_stages),
+        activation=_activation(window, placement.num_stages),
     )
     gaps = _local_gaps(window, placement)
     per_rank: dict[int, list[float]] = defaultdict(list)

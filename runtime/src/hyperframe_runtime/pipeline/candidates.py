@@ -11,7 +11,9 @@ Candidates (``pipeline.selection``), where the layout allows them:
 placement. The built-in GPT can be cut into p stages when ``n_layers`` is a multiple of p, into 2p
 when it is a multiple of 2p; a user model keeps its configured placement (its ``build_stage`` is
 not known to accept other stage counts). With a ``memory_limit``, torch's schedules whose peak
-exceeds it are left out (the planner's plans respect it by construction).
+exceeds it are left out (the planner's plans respect it by construction); with a
+``memory_limit_bytes``, once their placement's activation bytes are measured (:func:`over_budget`).
+The planner gets the same budget (``pipeline.memory``).
 
 The V and the looped placement cut the model into the same 2p stages, so costs measured on one
 hold for the other; the p stages of one stage per rank are pairs of them (``restage``). On a
@@ -29,6 +31,7 @@ from typing import Final
 
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.pipeline.calibration import Calibration, planning_costs, restage
+from hyperframe_runtime.pipeline.memory import checked_budget, fits_budget, in_bytes, memory_budget
 from hyperframe_runtime.pipeline.planning import FramePlan
 from hyperframe_runtime.pipeline.replanner import PlanJob, PlanOutcome, PlanRequest
 from hyperframe_runtime.pipeline.selection import Candidate
@@ -37,7 +40,7 @@ from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import Placement, ScheduleError
 from hyperframe_runtime.schedule.simulate import memory_peaks
 
-__all__ = ["candidate_plans", "hyperframe_candidates", "plan_from_outcome", "planning_job"]
+__all__ = ["candidate_plans", "hyperframe_candidates", "over_budget", "plan_from_outcome", "planning_job"]
 
 _ORDER: Final[tuple[tuple[str, str, int], ...]] = (
     ("1f1b", "1F1B", 1),
@@ -71,7 +74,11 @@ def candidate_plans(config: TrainConfig) -> tuple[list[Candidate], dict[str, Fra
             continue
         if name == "interleaved1f1b" and m % p:
             continue  # torch's runtime needs m a multiple of p (as the interleaved1f1b policy)
-        if name == "gpipe" and config.device != "cpu" and not config.memory_limit:
+        if (
+            name == "gpipe"
+            and config.device != "cpu"
+            and not (config.memory_limit or config.memory_limit_bytes)
+        ):
             continue  # all m activations in flight: on an accelerator only under an explicit limit
         if not torch_name:
             placement = Placement.vshape(p) if per_rank == 2 else Placement.one_per_rank(p)
@@ -81,10 +88,9 @@ def candidate_plans(config: TrainConfig) -> tuple[list[Candidate], dict[str, Fra
             chosen = baseline(torch_name, p, m)
         except (ScheduleError, ValueError, RuntimeError):
             continue  # torch cannot build it for this (p, m)
-        if config.memory_limit:
-            unit = CostModel.uniform(chosen.placement.num_stages)
-            if max(memory_peaks(chosen.orders, chosen.placement, unit)[1]) > config.memory_limit:
-                continue
+        unit = CostModel.uniform(chosen.placement.num_stages)
+        if config.memory_limit and not fits_budget(config, chosen.orders, chosen.placement, unit, m):
+            continue  # over in units, so over in bytes too (the limit is in heaviest stages)
         candidates.append(Candidate(name, chosen.placement, torch_name))
         plans[name] = FramePlan(config.policy, chosen.placement, chosen.orders, m, schedule=name)
     return candidates, plans
@@ -157,15 +163,40 @@ def planning_job(
                 ),
             )
         variants.append((False, planning_costs(fused_calib, split_backward=False, num_stages=n)))
-        requests.append(PlanRequest(name, placement, tuple(variants)))
+        budget = checked_budget(config, variants[-1][1], placement)
+        requests.append(PlanRequest(name, placement, tuple(variants), budget))
     # The configured budget is for the whole job: each of its planner calls gets an equal share.
     calls = max(1, sum(len(r.variants) for r in requests))
     return PlanJob(
         requests=tuple(requests),
         num_microbatches=config.microbatches_per_frame,
-        memory_limit=float(config.memory_limit) if config.memory_limit else None,
         time_budget_s=(config.planner_time_budget_s or 0.2) / calls,
     )
+
+
+def over_budget(
+    config: TrainConfig, plans: Mapping[str, FramePlan], calibrations: Mapping[Placement, Calibration]
+) -> dict[str, str]:
+    """Torch's schedules among ``plans`` whose activation peak, on the measured bytes of their
+    placement, is over the configured limit: name -> why (for the log). Nothing without a limit."""
+    if not (config.memory_limit or config.memory_limit_bytes):
+        return {}
+    out: dict[str, str] = {}
+    for name, chosen in plans.items():
+        calib = _source(chosen.placement, calibrations)
+        if calib is None or not in_bytes(calib.costs):
+            continue
+        costs = restage(calib.costs, chosen.placement.num_stages)
+        m = chosen.num_microbatches
+        if not fits_budget(config, chosen.orders, chosen.placement, costs, m):
+            peak = max(memory_peaks(chosen.orders, chosen.placement, costs)[1])
+            field = "memory_limit_bytes" if config.memory_limit_bytes else "memory_limit"
+            budget = memory_budget(config, costs) or 0.0
+            out[name] = (
+                f"its activation peak {peak / 2**20:.2f} MiB per rank (measured bytes) is over "
+                f"{field} ({budget / 2**20:.2f} MiB)"
+            )
+    return out
 
 
 def plan_from_outcome(config: TrainConfig, outcome: PlanOutcome, *, replans: int) -> FramePlan:

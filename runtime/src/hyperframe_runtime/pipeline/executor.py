@@ -10,11 +10,14 @@ and run by ``_PipelineScheduleRuntime`` (behind ``torch_adapter``). The executor
 - the data-parallel gradient all-reduce of each stage, started asynchronously at that stage's
   REDUCE_GRAD point (after its last backward of the frame) so that it overlaps with the other
   stages' remaining work, and waited for only at the frame end;
-- bf16 autocast on GPU (the model keeps LayerNorm and the loss in fp32).
+- bf16 autocast on GPU (the model keeps LayerNorm and the loss in fp32);
+- the activation bytes of one micro-batch of each stage, measured on the first forward of each
+  stage after the stages are built (``pipeline.activation_probe``), for ``costs.activation``.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from hyperframe_runtime.pipeline.activation_probe import ActivationProbe
 from hyperframe_runtime.pipeline.torch_adapter import RuntimeSchedule, timed_stage
 from hyperframe_runtime.schedule.ir import OpKind, Orders
 
@@ -69,6 +73,9 @@ class FrameRun:
     at the stage's REDUCE_GRAD point, ended when first seen complete (checked after every op)."""
     frame_s: float = 0.0
     """Seconds for the whole frame on this rank (set by the frame loop after the optimizer step)."""
+    activation_bytes: dict[int, int] = field(default_factory=dict)
+    """Stage -> activation bytes one micro-batch holds until its backward (measured once per
+    stage build, see ``pipeline.activation_probe``; empty until then)."""
 
 
 def _event() -> Any:
@@ -94,6 +101,8 @@ class _Recorder:
         self._events: list[tuple[int, OpKind, int, Any, Any]] = []
         self.after_op: Callable[[], None] = lambda: None
         """Called after every op on CPU (the gradient reducer stamps finished all-reduces)."""
+        self.probe: ActivationProbe | None = None
+        """Measures each stage's first forward; None once all are measured (no per-op cost)."""
 
     def reset(self) -> None:
         self.records = []
@@ -109,6 +118,9 @@ class _Recorder:
         return time.perf_counter() - self.t0
 
     def run(self, stage: int, kind: OpKind, microbatch: int, fn: Callable[[], Any]) -> Any:
+        probe = self.probe
+        if probe is not None and kind is OpKind.F and probe.wants(stage):
+            fn = functools.partial(probe.measure, stage, fn)
         if self._cuda:
             stream = torch.cuda.current_stream(self._device)
             begin, end_event = _event(), _event()
@@ -127,7 +139,7 @@ class _Recorder:
 
     def extend_last(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` (the loss after a last-stage F) and count its time in the previous op."""
-        result = fn()
+        result = fn() if self.probe is None else self.probe.measure_loss(fn)
         if self._cuda:
             if self._events:
                 stage, kind, mb, begin, _ = self._events[-1]
@@ -251,6 +263,8 @@ class PipelineExecutor:
         self.device = device
         self.pp_rank = dist.get_rank(pp_group)
         self._recorder = _Recorder(device)
+        self._probe = ActivationProbe(stage_modules, last_stage=num_stages - 1)
+        self._recorder.probe = self._probe
         self.reducer = GradReducer(
             stage_modules, num_microbatches, dp_group, dp_size, clock=self._recorder.now
         )
@@ -282,6 +296,11 @@ class PipelineExecutor:
         self._schedule.load_orders(orders)
         self.orders = {rank: list(actions) for rank, actions in orders.items()}
 
+    @property
+    def activation_bytes(self) -> dict[int, int]:
+        """Stage -> measured activation bytes per micro-batch (after the first frame)."""
+        return dict(self._probe.bytes)
+
     def lowered_program(self) -> list[str]:
         """This rank's lowered program (compute, SEND/RECV, REDUCE_GRAD), for debugging."""
         return self._schedule.lowered_program(self.pp_rank)
@@ -298,10 +317,14 @@ class PipelineExecutor:
         losses: list[torch.Tensor] = []
         args = (inputs.to(self.device),) if self.holds_first else ()
         target = targets.to(self.device) if self.holds_last else None
+        if self._recorder.probe is not None:
+            self._probe.frame_inputs((*args, target))
         self._schedule.step(*args, target=target, losses=losses)
         pipeline_s = self._recorder.now()
         dp_wait_s = self.reducer.finish()
         self._recorder.finish()
+        if self._probe.done:
+            self._recorder.probe = None
         return FrameRun(
             records=list(self._recorder.records),
             reduces=list(self.reducer.spans),
@@ -309,4 +332,5 @@ class PipelineExecutor:
             wall_start=wall_start,
             pipeline_s=pipeline_s,
             dp_wait_s=dp_wait_s,
+            activation_bytes=self.activation_bytes,
         )

@@ -43,8 +43,14 @@ from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline import checkpoint
 from hyperframe_runtime.pipeline.calibration import Calibration, calibrate, predict_frame_s
-from hyperframe_runtime.pipeline.candidates import candidate_plans, plan_from_outcome, planning_job
+from hyperframe_runtime.pipeline.candidates import (
+    candidate_plans,
+    over_budget,
+    plan_from_outcome,
+    planning_job,
+)
 from hyperframe_runtime.pipeline.executor import PipelineExecutor
+from hyperframe_runtime.pipeline.memory import PlanPeaks
 from hyperframe_runtime.pipeline.metrics import (
     FrameMetrics,
     RankFrame,
@@ -162,6 +168,7 @@ class FrameLoop:
         self._frames_on_plan = 0
         self._replans = 0
         self._cost_logged = False
+        self._peaks = PlanPeaks()
 
     # ---- state the tests and checkpoints read ----------------------------------------------------
     @property
@@ -283,8 +290,11 @@ class FrameLoop:
             began = time.perf_counter()
             planner_s = self._select(choice, metrics.frame_s, ranks, replan_due, summaries)
             replan_s += time.perf_counter() - began
+        peaks = self._peaks.of(self.plan, self.calibrations.get(self.plan.placement))
         metrics = replace(
             metrics,
+            activation_peak_bytes=peaks.plan_max,
+            activation_peak_1f1b_bytes=peaks.one_f_one_b_max,
             predicted_frame_s=predicted,
             schedule=self.plan.schedule or config.policy,
             exploring=bool(choice and choice.exploring),
@@ -338,6 +348,7 @@ class FrameLoop:
         selector = self.selector
         assert selector is not None
         placement = self.plan.placement
+        over: dict[str, str] = {}
         if ranks and not choice.warm and (choice.gather or replan_due):
             window = self._windows[placement]
             if replan_due:  # the costs changed: calibrate from now on
@@ -348,10 +359,14 @@ class FrameLoop:
             calibration = calibrate(window, placement)
             self.calibrations[placement] = calibration
             selector.calibrated.add(placement)
+            torch_plans = {n: p for n, p in self._plans.items() if not selector.candidate(n).is_planner}
+            over = over_budget(self.config, torch_plans, self.calibrations)
             for name in selector.ready:
                 if name in self._plans:
                     selector.predicted[name] = self._predict_plan(self._plans[name])
         selector.observe(choice, frame_s)
+        for name, why in over.items():  # after observe: a dropped schedule keeps no times
+            selector.drop(name, why)
         targets = selector.needs_planning()
         if replan_due:
             target = selector.replan_target()
@@ -541,7 +556,7 @@ def _report(
     remaining = config.frames - metrics.frame
     log.info(
         "frame %d: loss %.4f, %.1f samples/s, %.0f tokens/s, bubble %.1f%%, dp wait %.1f%%, peak %.1f MiB, "
-        "%s %.1f ms (predicted %.1f ms)",
+        "%s %.1f ms (predicted %.1f ms), activation peak %.2f MiB (1F1B %.2f MiB)",
         metrics.frame,
         metrics.loss,
         metrics.samples_per_s,
@@ -552,6 +567,8 @@ def _report(
         metrics.schedule,
         1e3 * metrics.frame_s,
         1e3 * metrics.predicted_frame_s,
+        metrics.activation_peak_bytes / 2**20,
+        metrics.activation_peak_1f1b_bytes / 2**20,
     )
     progress.report(
         ProgressUpdate(

@@ -10,6 +10,9 @@ slowest rank's wall time for the frame including the optimizer step):
   program, i.e. the part of DP communication that did not overlap with compute.
 - ``peak_memory_bytes``: the largest per-rank peak: ``torch.cuda.max_memory_allocated`` on GPU
   (reset every frame), the process's peak RSS on CPU.
+- ``activation_peak_bytes`` and ``activation_peak_1f1b_bytes``: the running plan's predicted
+  activation peak (largest over ranks) and 1F1B's on the same calibrated costs, from each stage's
+  measured bytes per micro-batch (``pipeline.memory``); 0 until those are measured.
 - ``predicted_frame_s``: the calibrated cost model's prediction for the frame's plan
   (``pipeline.calibration``); 0 until the first calibration.
 - ``schedule``: which candidate schedule ran (``pipeline.selection``); ``exploring`` is true while
@@ -27,7 +30,7 @@ from __future__ import annotations
 import resource
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -93,6 +96,9 @@ class RankFrame:
     peak_memory_bytes: int
     frame: int = 0
     """Frames completed, counting this one."""
+    activation_bytes: list[tuple[int, int]] = field(default_factory=list)
+    """``(stage, bytes)``: activation memory one micro-batch of each of this rank's stages holds
+    until its backward (measured once per stage build; the calibration's ``costs.activation``)."""
 
     @classmethod
     def from_run(
@@ -111,6 +117,7 @@ class RankFrame:
             dp_wait_s=run.dp_wait_s,
             frame_s=run.frame_s,
             peak_memory_bytes=peak_memory,
+            activation_bytes=sorted(run.activation_bytes.items()),
         )
 
     @property
@@ -147,6 +154,8 @@ class FrameMetrics:
     exploring: bool = False
     replan_s: float = 0.0
     planner_s: float = 0.0
+    activation_peak_bytes: float = 0.0
+    activation_peak_1f1b_bytes: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

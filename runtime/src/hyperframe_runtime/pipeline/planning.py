@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.pipeline.memory import checked_budget
 from hyperframe_runtime.pipeline.metrics import RankFrame
 from hyperframe_runtime.schedule.baselines import baseline, baseline_placement
 from hyperframe_runtime.schedule.costs import CostModel
@@ -117,7 +118,7 @@ def plan_from_costs(
         costs,
         placement,
         config.microbatches_per_frame,
-        memory_limit=float(config.memory_limit) if config.memory_limit else None,
+        memory_limit=checked_budget(config, costs, placement),
         time_budget_s=config.planner_time_budget_s or 0.2,
         split_backward=split_backward,
     )

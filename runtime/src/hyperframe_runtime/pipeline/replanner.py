@@ -34,13 +34,15 @@ class PlanRequest:
     name: str
     placement: Placement
     variants: tuple[tuple[bool, CostModel], ...]
+    memory_limit: float | None = None
+    """Per-rank activation budget in the variants' ``costs.activation`` units (bytes when
+    measured; ``pipeline.memory``); None = 1F1B's peak on those costs."""
 
 
 @dataclass(frozen=True)
 class PlanJob:
     requests: tuple[PlanRequest, ...]
     num_microbatches: int
-    memory_limit: float | None
     time_budget_s: float
 
 
@@ -67,7 +69,7 @@ def run_job(job: PlanJob) -> tuple[tuple[PlanOutcome, ...], float]:
                 costs,
                 request.placement,
                 job.num_microbatches,
-                memory_limit=job.memory_limit,
+                memory_limit=request.memory_limit,
                 time_budget_s=job.time_budget_s,
                 split_backward=split,
             )

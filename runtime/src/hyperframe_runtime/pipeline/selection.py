@@ -272,6 +272,15 @@ class ScheduleSelector:
             elif self.winner:
                 self._recent = []
 
+    def drop(self, name: str, reason: str) -> None:
+        """Never run ``name`` again (torch's schedule over the memory budget, ``reason`` says by
+        how much): it is not measured and cannot win. The winner is kept."""
+        if name in self._dropped or name == self.winner:
+            return
+        self._dropped.add(name)
+        self.times.pop(name, None)
+        self.events.append(f"{name} left out: {reason}")
+
     def duplicate(self, name: str, twin: str) -> None:
         """The planner's plan ``name`` is the very order of ``twin``: measuring it again would
         only measure noise, so it is not measured (and does not challenge)."""

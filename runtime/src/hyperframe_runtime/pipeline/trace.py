@@ -111,6 +111,7 @@ class TraceWriter:
                         "rank": rank.rank,
                         "records": rank.records,
                         "reduces": rank.reduces,
+                        "activation_bytes": rank.activation_bytes,
                         "dp_wait_s": rank.dp_wait_s,
                         "frame_s": rank.frame_s,
                     }

@@ -6,7 +6,9 @@
 
 A cost file is YAML (or JSON) with the keys of :class:`CostModel`: ``forward``,
 ``backward_input``, ``backward_weight`` (one number per stage), and optionally ``rank_slowdown``,
-``p2p``, ``allreduce``, ``activation``.
+``p2p``, ``allreduce``, ``activation`` (memory of one in-flight micro-batch per stage: bytes
+when measured, e.g. by the runtime's calibration, which a plan's ``costs`` in its JSON carry;
+peaks print in the same unit, next to 1F1B's on the same costs, the planner's default budget).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.csvio import dump_orders_csv, load_orders_csv
 from hyperframe_runtime.schedule.gantt import write_gantt_svg
 from hyperframe_runtime.schedule.ir import Orders, Placement, ScheduleError
+from hyperframe_runtime.schedule.planner import one_f_one_b_peaks
 from hyperframe_runtime.schedule.simulate import lb_tight, lb_work, simulate
 
 __all__ = ["main"]
@@ -80,9 +83,18 @@ def _report(
     print(f"LB_work       {work:10.4f}   makespan/LB_work  {result.makespan / work:.4f}")
     print(f"LB_tight      {tight:10.4f}   makespan/LB_tight {result.makespan / tight:.4f}")
     print(f"bubble share  {100 * result.bubble_share:9.2f}%")
-    print("rank       busy       idle   peak activation memory")
+    baseline = one_f_one_b_peaks(costs, placement, m)
+    unit = "costs.activation units" if costs.activation else "stage activations"
+    print(f"rank       busy       idle   peak activation memory ({unit}), 1F1B's")
     for r in range(placement.num_ranks):
-        print(f"{r:4d} {result.busy[r]:10.4f} {result.idle[r]:10.4f}   {result.peak_memory[r]:.3g}")
+        print(
+            f"{r:4d} {result.busy[r]:10.4f} {result.idle[r]:10.4f}   "
+            f"{result.peak_memory[r]:12.6g} {baseline[r]:12.6g}"
+        )
+    print(
+        f"peak activation memory {max(result.peak_memory):.6g}, 1F1B's {max(baseline):.6g} "
+        f"(ratio {max(result.peak_memory) / max(baseline):.3f})"
+    )
     print("peak in-flight micro-batches per stage: " + " ".join(str(n) for n in result.peak_inflight))
     if gantt:
         write_gantt_svg(result, gantt, title=title)

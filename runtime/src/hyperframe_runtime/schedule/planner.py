@@ -36,7 +36,14 @@ from hyperframe_runtime.schedule.problem import Policy, Problem
 from hyperframe_runtime.schedule.seeds import seed_ops, seed_orders
 from hyperframe_runtime.schedule.simulate import allreduce_finish, lb_tight
 
-__all__ = ["Plan", "default_memory_limit", "evaluation_budget", "minimum_memory_limit", "plan"]
+__all__ = [
+    "Plan",
+    "default_memory_limit",
+    "evaluation_budget",
+    "minimum_memory_limit",
+    "one_f_one_b_peaks",
+    "plan",
+]
 
 # Rough cost of one list-schedule evaluation per op on a slow CPU. Used only to turn the time
 # budget into a deterministic evaluation count; it never reads a clock.
@@ -70,15 +77,18 @@ def _rank_activation(costs: CostModel, placement: Placement) -> list[float]:
     return [sum(costs.activation_of(s) for s in placement.stages_of(r)) for r in range(placement.num_ranks)]
 
 
-def default_memory_limit(costs: CostModel, placement: Placement, num_microbatches: int) -> float:
-    """1F1B's peak: rank r of 1F1B holds min(m, p - r) micro-batches of everything it owns.
-
-    The budget is per rank and is the largest such peak (rank 0's for even stages), in
-    ``costs.activation`` units.
-    """
+def one_f_one_b_peaks(costs: CostModel, placement: Placement, num_microbatches: int) -> tuple[float, ...]:
+    """1F1B's peak of each rank: rank r of 1F1B holds min(m, p - r) micro-batches of everything
+    it owns, in ``costs.activation`` units."""
     p = placement.num_ranks
     per_rank = _rank_activation(costs, placement)
-    return max(min(num_microbatches, p - r) * per_rank[r] for r in range(p))
+    return tuple(min(num_microbatches, p - r) * per_rank[r] for r in range(p))
+
+
+def default_memory_limit(costs: CostModel, placement: Placement, num_microbatches: int) -> float:
+    """1F1B's peak: the largest of :func:`one_f_one_b_peaks` (rank 0's for even stages), per
+    rank, in ``costs.activation`` units."""
+    return max(one_f_one_b_peaks(costs, placement, num_microbatches))
 
 
 def minimum_memory_limit(costs: CostModel, placement: Placement) -> float:
