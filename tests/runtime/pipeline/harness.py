@@ -120,16 +120,18 @@ def _select_case(case: dict[str, Any], out: Path) -> None:
     forced = {name: replace(_serial_plan(config), schedule=name) for name in case["forced"]}
     loop = FrameLoop(config, forced_plans=forced)
     result = loop.run()
+    choice = loop.choice
+    assert choice is not None
     if dist.get_rank() == 0:
         payload = {
             "schedules": [m.schedule for m in result.metrics],
             "exploring": [m.exploring for m in result.metrics],
             "losses": [m.loss for m in result.metrics],
             "events": result.events,
-            "winner": loop.selector.winner if loop.selector else "",
+            "winner": choice.selector.winner,
             "activation": [list(p.costs.activation) if p.costs else [] for p in result.plans],
             "peaks": [[m.activation_peak_bytes, m.activation_peak_1f1b_bytes] for m in result.metrics],
-            "planned": {n: list(p.costs.activation) for n, p in loop._plans.items() if p.costs},
+            "planned": {n: list(p.costs.activation) for n, p in choice.plans.items() if p.costs},
         }
         (out / f"{case['name']}.json").write_text(json.dumps(payload), encoding="utf-8")
 

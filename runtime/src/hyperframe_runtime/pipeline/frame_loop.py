@@ -2,9 +2,9 @@
 
 Per frame, on every rank:
 
-1. (hyperframe policy, ``replan_every`` > 0) the schedule selector (``pipeline.selection``) names
-   the schedule this frame runs; switching to it between frames may move the stages to another
-   placement (``pipeline.stages``);
+1. (hyperframe policy, ``replan_every`` > 0) the measured choice (``pipeline.measured_choice``,
+   around the selector of ``pipeline.selection``) names the schedule this frame runs; switching
+   to it between frames may move the stages to another placement (``pipeline.stages``);
 2. the data of this frame and replica (a pure function of the frame index: exact resume);
 3. the executor runs the frame's order (forward, backward, DP gradient all-reduce from each stage's
    REDUCE_GRAD point, waited for at the end);
@@ -29,11 +29,9 @@ split, and the schedule selector starts on it.
 from __future__ import annotations
 
 import logging
-import statistics
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -42,41 +40,29 @@ from torch import nn
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline import checkpoint
-from hyperframe_runtime.pipeline.calibration import Calibration, calibrate, predict_frame_s
-from hyperframe_runtime.pipeline.candidates import (
-    candidate_plans,
-    over_budget,
-    plan_from_outcome,
-    planning_job,
-)
+from hyperframe_runtime.pipeline.calibration import calibrate
 from hyperframe_runtime.pipeline.executor import PipelineExecutor
+from hyperframe_runtime.pipeline.measured_choice import MeasuredChoice
 from hyperframe_runtime.pipeline.memory import PlanPeaks
 from hyperframe_runtime.pipeline.metrics import (
     FrameMetrics,
     RankFrame,
-    RankSummary,
     exchange_summaries,
     metrics_from_summaries,
     peak_memory_bytes,
     reset_peak_memory,
 )
 from hyperframe_runtime.pipeline.partitioning import PARTITION_FRAMES, LayerProfile, even_split
-from hyperframe_runtime.pipeline.planning import FramePlan, initial_plan, plan_from_costs
-from hyperframe_runtime.pipeline.replanner import BackgroundPlanner, PlanOutcome
+from hyperframe_runtime.pipeline.planning import FramePlan, initial_plan
 from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
 from hyperframe_runtime.pipeline.stages import StageContext, StageSet
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
 from hyperframe_runtime.pipeline.trace import TraceWriter
 from hyperframe_runtime.progress import ProgressReporter, ProgressUpdate
-from hyperframe_runtime.schedule.costs import CostModel
-from hyperframe_runtime.schedule.ir import OpKind, Placement
 
 __all__ = ["FrameLoop", "TrainResult", "train"]
 
 log = logging.getLogger("hyperframe.train")
-
-_WINDOW_FRAMES: Final = 8
-"""Measured frames per placement kept for calibration (per replica)."""
 
 
 @dataclass
@@ -120,7 +106,6 @@ class FrameLoop:
         self.topology = Topology(dist.get_rank(), config.pipeline, config.data)
         self.groups = build_groups(self.topology)
         torch.manual_seed(config.seed)
-        self.is_reporter = self.topology.rank == 0
 
         self.plan = initial_plan(config)
         self.frames_done = 0
@@ -139,11 +124,15 @@ class FrameLoop:
                 "(ModelSpec.build_layers and num_layers) in the model factory; add it or use 'even'"
             )
 
-        self.selector: ScheduleSelector | None = None
-        self._plans: dict[str, FramePlan] = {}
+        self.is_reporter = self.topology.rank == 0
+        self.choice: MeasuredChoice | None = None
         self._forced = forced_plans or {}
-        if config.policy == "hyperframe" and config.replan_every and not self._partitioning:
-            self.plan = self._start_selector(saved)
+        if self._measures_schedules and not self._partitioning:
+            self.choice = MeasuredChoice(
+                config, is_reporter=self.is_reporter, saved=saved, forced=self._forced
+            )
+            # Start on the first candidate's placement (or the resumed one): no move at frame 1.
+            self.plan = self.choice.next_plan()[1]
         elif saved is not None:
             self.plan = _resume_plan(saved, self.plan)
 
@@ -159,15 +148,7 @@ class FrameLoop:
         self.trace = TraceWriter(config.trace_dir) if config.trace_dir and self.is_reporter else None
         self.progress = _start_progress(config, self.frames_done) if self.is_reporter else None
         self.result = TrainResult(start_frame=self.frames_done, profile=profile)
-        selecting = config.policy == "hyperframe" and config.replan_every > 0
-        self.planner = BackgroundPlanner() if selecting and self.is_reporter else None
-        self._answer: tuple[tuple[PlanOutcome, ...], float] | None = None
-        self.calibrations: dict[Placement, Calibration] = {}
-        self._windows: dict[Placement, list[RankFrame]] = defaultdict(list)
-        self._predicted: dict[tuple[int, int], float] = {}
         self._frames_on_plan = 0
-        self._replans = 0
-        self._cost_logged = False
         self._peaks = PlanPeaks()
 
     # ---- state the tests and checkpoints read ----------------------------------------------------
@@ -184,32 +165,18 @@ class FrameLoop:
         return self.stages.executor
 
     @property
+    def _measures_schedules(self) -> bool:
+        """The hyperframe policy chooses schedules by measurement (``replan_every`` > 0)."""
+        return self.config.policy == "hyperframe" and self.config.replan_every > 0
+
+    @property
+    def selector(self) -> ScheduleSelector | None:
+        return self.choice.selector if self.choice is not None else None
+
+    @property
     def layer_boundaries(self) -> tuple[int, ...] | None:
         """The layer split of the running stages; None = the model's own ``build_stage``."""
         return self._context.boundaries(self.plan.placement)
-
-    def _start_selector(self, saved: FramePlan | None) -> FramePlan:
-        """Start choosing schedules by measurement; the plan to run first (the first candidate's,
-        or the resumed one's: no move at the next frame)."""
-        candidates, self._plans = candidate_plans(self.config)
-        self._plans.update(self._forced)
-        start = ""
-        if saved is not None and saved.schedule in {c.name for c in candidates}:
-            start = saved.schedule
-            self._plans[start] = saved
-        self.selector = ScheduleSelector(candidates, replan_every=self.config.replan_every, start=start)
-        self.selector.ready.update(self._forced)
-        return self._plan_of(self.selector.next_step().name)
-
-    def _plan_of(self, name: str) -> FramePlan:
-        """The plan of candidate ``name``; a planner candidate not yet planned from measured
-        costs runs its unit-cost plan."""
-        if name not in self._plans:
-            assert self.selector is not None
-            placement = self.selector.placement_of(name)
-            unit = plan_from_costs(self.config, placement, CostModel.uniform(placement.num_stages))
-            self._plans[name] = replace(unit, schedule=name)
-        return self._plans[name]
 
     def set_plan(self, plan: FramePlan) -> None:
         """Run ``plan`` from the next frame on (collective: every rank passes the same plan)."""
@@ -226,14 +193,15 @@ class FrameLoop:
         """Run the next frame; ``step=False`` leaves the frame's gradients unapplied (tests)."""
         config, topology = self.config, self.topology
         frame = self.frames_done
-        choice: Step | None = None
-        switch_s = 0.0
-        if self.selector is not None:
-            choice = self.selector.next_step()
+        choice = self.choice
+        step_: Step | None = None
+        switch_s = predicted = 0.0
+        if choice is not None:
+            step_, plan = choice.next_plan()
             began = time.perf_counter()
-            self.set_plan(self._plan_of(choice.name))
+            self.set_plan(plan)
             switch_s = time.perf_counter() - began
-        predicted = self._prediction()
+            predicted = choice.prediction(self.plan)
         samples = config.microbatches_per_frame * config.micro_batch_size
         inputs, targets = self.spec.make_batch(frame, topology.dp_rank, samples)
         reset_peak_memory(self.device)
@@ -252,11 +220,11 @@ class FrameLoop:
             dp_rank=topology.dp_rank,
             peak_memory=peak_memory_bytes(self.device),
         )
-        if self.planner is not None and self._answer is None:
-            self._answer = self.planner.poll()
-        summary = replace(
-            mine.summary(), drift=self._drift(mine), flag=1.0 if self._answer is not None else 0.0
-        )
+        summary = mine.summary()
+        if choice is not None:
+            summary = replace(
+                summary, drift=choice.drift(self.plan, mine), flag=1.0 if choice.answer_ready() else 0.0
+            )
         summaries = exchange_summaries(summary)
         metrics = metrics_from_summaries(
             self.frames_done,
@@ -265,12 +233,10 @@ class FrameLoop:
             tokens_per_sample=self.spec.tokens_per_sample,
             loss_terms=config.microbatches_per_frame * config.data,
         )
-        replan_due = False
-        if self.selector is not None and choice is not None:
-            replan_due = self.selector.observe_drift(max(s.drift for s in summaries))
+        replan_due = choice.replan_due(summaries) if choice is not None else False
         need_records = (
             bool(config.trace_dir)
-            or (choice is not None and choice.gather)
+            or (step_ is not None and step_.gather)
             or replan_due
             or (self._partitioning and frame > 0)  # frame 0 warms up
         )
@@ -286,18 +252,29 @@ class FrameLoop:
                 began = time.perf_counter()
                 self._repartition()
                 replan_s += time.perf_counter() - began
-        if self.selector is not None and choice is not None:
+        if choice is not None and step_ is not None:
             began = time.perf_counter()
-            planner_s = self._select(choice, metrics.frame_s, ranks, replan_due, summaries)
+            outcome = choice.observe(
+                step_,
+                self.plan,
+                metrics.frame_s,
+                ranks,
+                replan_due,
+                summaries,
+                lambda: [m.replan_s for m in self.result.metrics],
+            )
             replan_s += time.perf_counter() - began
-        peaks = self._peaks.of(self.plan, self.calibrations.get(self.plan.placement))
+            planner_s = outcome.planner_s
+            self._log_events(outcome.events)
+        calibrations = self.choice.calibrations if self.choice is not None else {}
+        peaks = self._peaks.of(self.plan, calibrations.get(self.plan.placement))
         metrics = replace(
             metrics,
             activation_peak_bytes=peaks.plan_max,
             activation_peak_1f1b_bytes=peaks.one_f_one_b_max,
             predicted_frame_s=predicted,
             schedule=self.plan.schedule or config.policy,
-            exploring=bool(choice and choice.exploring),
+            exploring=bool(step_ and step_.exploring),
             replan_s=replan_s,
             planner_s=planner_s,
         )
@@ -322,145 +299,24 @@ class FrameLoop:
         self._context = replace(self._context, profile=profile)
         self.result.profile = profile
         plan = self.plan
-        if self.config.policy == "hyperframe" and self.config.replan_every:
-            plan = self._start_selector(None)
+        if self._measures_schedules:  # the schedules are chosen on the new split
+            self.choice = MeasuredChoice(self.config, is_reporter=self.is_reporter, forced=self._forced)
+            plan = self.choice.next_plan()[1]
         self.stages = self.stages.moved_to(self._context, plan.placement, plan.orders)
         self.plan, self._frames_on_plan = plan, 0
-        event = (
-            f"layer split {list(before)} -> {list(profile.split_for(placement))} on placement "
-            f"{list(placement.stage_to_rank)}, from measured rank slowdowns "
-            f"{[round(x, 2) for x in profile.rank_slowdown]}"
+        self._log_events(
+            (
+                f"layer split {list(before)} -> {list(profile.split_for(placement))} on placement "
+                f"{list(placement.stage_to_rank)}, from measured rank slowdowns "
+                f"{[round(x, 2) for x in profile.rank_slowdown]}",
+            )
         )
-        self.result.events.append(f"frame {self.frames_done}: {event}")
-        if self.is_reporter:
-            log.info("frame %d: %s", self.frames_done, event)
 
-    def _select(
-        self,
-        choice: Step,
-        frame_s: float,
-        ranks: list[RankFrame],
-        replan_due: bool,
-        summaries: list[RankSummary],
-    ) -> float:
-        """Feed the selector this frame's outcome; calibrate, start and receive plans. Returns the
-        background planner's seconds of a plan received now (0 otherwise)."""
-        selector = self.selector
-        assert selector is not None
-        placement = self.plan.placement
-        over: dict[str, str] = {}
-        if ranks and not choice.warm and (choice.gather or replan_due):
-            window = self._windows[placement]
-            if replan_due:  # the costs changed: calibrate from now on
-                window.clear()
-            window.extend(ranks)
-            frames = sorted({r.frame for r in window})[-_WINDOW_FRAMES:]
-            window[:] = [r for r in window if r.frame in frames]
-            calibration = calibrate(window, placement)
-            self.calibrations[placement] = calibration
-            selector.calibrated.add(placement)
-            torch_plans = {n: p for n, p in self._plans.items() if not selector.candidate(n).is_planner}
-            over = over_budget(self.config, torch_plans, self.calibrations)
-            for name in selector.ready:
-                if name in self._plans:
-                    selector.predicted[name] = self._predict_plan(self._plans[name])
-        selector.observe(choice, frame_s)
-        for name, why in over.items():  # after observe: a dropped schedule keeps no times
-            selector.drop(name, why)
-        targets = selector.needs_planning()
-        if replan_due:
-            target = selector.replan_target()
-            targets = [target] if target else []
-        if targets:
-            job = planning_job(self.config, {n: selector.placement_of(n) for n in targets}, self.calibrations)
-            if job.requests:
-                selector.planning_started()
-                if self.planner is not None:
-                    self.planner.submit(job)
-        planner_s = 0.0
-        if any(s.flag for s in summaries):
-            box: list[Any] = [self._answer]
-            dist.broadcast_object_list(box, src=0)
-            self._answer = None
-            outcomes, planner_s = box[0]
-            self._replans += 1
-            fresh = []
-            for outcome in outcomes:
-                plan = plan_from_outcome(self.config, outcome, replans=self._replans)
-                self._plans[outcome.name] = plan
-                selector.predicted[outcome.name] = self._predict_plan(plan)
-                twin = next(
-                    (
-                        n
-                        for n, other in self._plans.items()
-                        if n != outcome.name
-                        and n in selector.ready
-                        and other.placement == plan.placement
-                        and other.orders == plan.orders
-                    ),
-                    "",
-                )
-                if twin:
-                    selector.duplicate(outcome.name, twin)
-                else:
-                    fresh.append(outcome.name)
-            selector.plans_ready(fresh)
-        for event in selector.events:
+    def _log_events(self, events: tuple[str, ...]) -> None:
+        for event in events:
             self.result.events.append(f"frame {self.frames_done}: {event}")
             if self.is_reporter:
                 log.info("frame %d: %s", self.frames_done, event)
-        selector.events.clear()
-        if not selector.exploring and selector.explore_s and self.is_reporter and not choice.exploring:
-            self._log_exploration_cost()
-        return planner_s
-
-    def _log_exploration_cost(self) -> None:
-        selector = self.selector
-        assert selector is not None
-        if self._cost_logged:
-            return
-        self._cost_logged = True
-        cost = selector.exploration_cost_s() + sum(m.replan_s for m in self.result.metrics)
-        pace = statistics.median(selector.times.get(selector.winner) or [1.0])
-        log.info(
-            "exploration cost %.3fs over %d frames = %.1f%% of a 100-frame run at the winner's pace",
-            cost,
-            len(selector.explore_s),
-            100 * cost / (100 * pace),
-        )
-
-    def _predict_plan(self, plan: FramePlan) -> float:
-        calibration = self.calibrations.get(plan.placement) or _any_calibration(plan.placement, self)
-        if calibration is None:
-            return 0.0
-        return predict_frame_s(plan.orders, plan.placement, calibration, plan.num_microbatches)
-
-    def _prediction(self) -> float:
-        """The calibrated prediction of the frame about to run (0 before any calibration)."""
-        calibration = self.calibrations.get(self.plan.placement)
-        if calibration is None:
-            return 0.0
-        key = (id(self.plan), id(calibration))
-        if key not in self._predicted:
-            self._predicted = {key: self._predict_plan(self.plan)}
-        return self._predicted[key]
-
-    def _drift(self, mine: RankFrame) -> float:
-        """Largest relative drift of this rank's per-stage op cost from the reference costs."""
-        calibration = self.calibrations.get(self.plan.placement)
-        if calibration is None:
-            return 0.0
-        ref = calibration.costs
-        per_stage: dict[int, float] = defaultdict(float)
-        for stage, _, _, start, end, _ in mine.records:
-            per_stage[stage] += end - start
-        m = self.config.microbatches_per_frame
-        drift = 0.0
-        for stage, total in per_stage.items():
-            expected = ref.base_cost(stage, OpKind.F) + ref.base_cost(stage, OpKind.B)
-            if expected > 0:
-                drift = max(drift, abs(total / m / expected - 1.0))
-        return drift
 
     # ---- between frames --------------------------------------------------------------------------
     def after_frame(self) -> None:
@@ -503,9 +359,8 @@ class FrameLoop:
         if self.trace is not None:
             self.trace.close()
             self.trace = None
-        if self.planner is not None:
-            self.planner.close()
-            self.planner = None
+        if self.choice is not None:
+            self.choice.close()
 
 
 def _resume_plan(saved: FramePlan, fresh: FramePlan) -> FramePlan:
@@ -516,14 +371,6 @@ def _resume_plan(saved: FramePlan, fresh: FramePlan) -> FramePlan:
         and saved.num_microbatches == fresh.num_microbatches
     )
     return saved if same else fresh
-
-
-def _any_calibration(placement: Placement, loop: FrameLoop) -> Calibration | None:
-    same = [c for known, c in loop.calibrations.items() if known.num_stages == placement.num_stages]
-    finer = [c for known, c in loop.calibrations.items() if known.num_stages % placement.num_stages == 0]
-    coarser = [c for known, c in loop.calibrations.items() if placement.num_stages % known.num_stages == 0]
-    found = same or finer or coarser
-    return found[0] if found else None
 
 
 def train(
