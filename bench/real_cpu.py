@@ -218,6 +218,23 @@ def _paired_ratio(mine: list[float], theirs: list[float]) -> float:
     return statistics.median(a / b for a, b in zip(mine[1:], theirs[1:], strict=True))
 
 
+def _steady_ratio(run: dict[str, Any], best_torch: str) -> float | None:
+    """The paired ratio over the frames after exploring where hyperframe ran ``best_torch``'s own
+    schedule: what the policy's machinery costs per frame beyond the schedule it runs."""
+    pairs = [
+        a / b
+        for a, b, schedule, exploring in zip(
+            run["frame_s"]["hyperframe"][1:],
+            run["frame_s"][best_torch][1:],
+            run["schedules"][1:],
+            run["exploring"][1:],
+            strict=True,
+        )
+        if schedule == best_torch and not exploring
+    ]
+    return round(statistics.median(pairs), 3) if len(pairs) >= 5 else None
+
+
 def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
     policies = _policies(row)
     per_repeat = []
@@ -242,6 +259,7 @@ def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
                 "paired_ratio": round(
                     _paired_ratio(run["frame_s"]["hyperframe"], run["frame_s"][best_torch]), 3
                 ),
+                "steady_paired_ratio": _steady_ratio(run, best_torch),
                 "winner": run["winner"],
                 "exploring_frames": sum(run["exploring"]),
                 "explore_share_of_100_frames": round(run["explore_cost_s"] / (100 * pace), 4),
@@ -306,10 +324,13 @@ def _print(result: dict[str, Any]) -> None:
         print(f"  repeat {i + 1}: median ms/frame: {cells}")
         print(
             f"    hyperframe / best torch ({rep['best_torch']}) = {rep['ratio']:.3f} (paired per round "
-            f"{rep['paired_ratio']:.3f}); ran {rep['winner']} after "
+            f"{rep['paired_ratio']:.3f}; on its schedule after exploring {rep['steady_paired_ratio']}); "
+            f"ran {rep['winner']} after "
             f"{rep['exploring_frames']} exploring frames costing {100 * rep['explore_share_of_100_frames']:.1f}% "
             f"of a 100-frame run; steady state predicted {rep['predicted_ms']} ms vs measured {rep['measured_ms']} ms"
         )
+        for event in rep["events"]:
+            print(f"      {event}")
     before, after = result["exchange_ms_before_after"]
     print(
         f"  per-frame metrics exchange: {before:.3f} ms (all op records) -> {after:.3f} ms (summary floats)"

@@ -38,7 +38,7 @@ from hyperframe_runtime.pipeline.candidates import (
     planning_job,
 )
 from hyperframe_runtime.pipeline.metrics import RankFrame, RankSummary
-from hyperframe_runtime.pipeline.planning import FramePlan, plan_from_costs
+from hyperframe_runtime.pipeline.planning import FramePlan, costs_from_samples, plan_from_costs
 from hyperframe_runtime.pipeline.replanner import BackgroundPlanner, PlanOutcome
 from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
 from hyperframe_runtime.schedule.costs import CostModel
@@ -123,20 +123,22 @@ class MeasuredChoice:
     # ---- after a frame -----------------------------------------------------------------------------
     def drift(self, plan: FramePlan, mine: RankFrame) -> float:
         """Largest relative drift of this rank's per-stage op cost (F + B per micro-batch) from the
-        calibrated costs of ``plan``'s placement."""
+        calibrated costs of ``plan``'s placement. Both sides are medians per op kind (as the
+        calibration is): a mean would let one slow op (the frame's first forward, a scheduler
+        hiccup) read as a cost change and trigger re-plans that change nothing."""
         calibration = self.calibrations.get(plan.placement)
-        if calibration is None:
+        if calibration is None or not mine.records:
             return 0.0
         ref = calibration.costs
-        per_stage: dict[int, float] = defaultdict(float)
-        for stage, _, _, start, end, _ in mine.records:
-            per_stage[stage] += end - start
-        m = self.config.microbatches_per_frame
+        measured = costs_from_samples(
+            ((stage, kind, end - start) for stage, kind, _, start, end, _ in mine.records), plan.placement
+        )
         drift = 0.0
-        for stage, total in per_stage.items():
+        for stage in {record[0] for record in mine.records}:
             expected = ref.base_cost(stage, OpKind.F) + ref.base_cost(stage, OpKind.B)
+            got = measured.base_cost(stage, OpKind.F) + measured.base_cost(stage, OpKind.B)
             if expected > 0:
-                drift = max(drift, abs(total / m / expected - 1.0))
+                drift = max(drift, abs(got / expected - 1.0))
         return drift
 
     def answer_ready(self) -> bool:

@@ -19,7 +19,18 @@ policy treats its own plans and torch's schedules as candidates and keeps the fa
    ``replan_every`` frames passed since the last plan), the op timings of that frame are gathered,
    the planner's candidate on the winner's placement is re-planned in the background and, when it
    arrives, measured for :data:`MEASURED_FRAMES` frames against the winner's recent median; the
-   faster stays.
+   faster stays. A re-plan that changed nothing (the same order again, or a plan that lost)
+   doubles the drifted frames the next one needs, up to :data:`DRIFT_FRAMES_MAX`; a plan that wins
+   resets it. On a host whose load swings, costs "drift" all the time without a better order to
+   be had, and each re-plan costs planning time on the host's cores.
+4. **Re-check the runner-up, cheaply.** A few exploring frames decide between schedules that are
+   often within a few per cent of each other, on a host whose frames swing by more. While
+   exploiting, one frame in :data:`RECHECK_EVERY` runs the best other measured schedule on the
+   winner's placement (an order swap, no stage move) and compares it with the winner's frames
+   just before and after it: a paired ratio, which a load change hits on both sides alike. When
+   the median of the last :data:`RECHECK_PAIRS` ratios is below ``1 - RECHECK_MARGIN`` the
+   runner-up becomes the winner; above ``1 + RECHECK_MARGIN``, or after :data:`RECHECK_LIMIT`
+   pairs, it is not re-checked again.
 
 All ranks feed the selector the same numbers (the slowest rank's frame time, all-gathered), so
 they make the same choice in the same frame. This module is pure: no torch, no collectives.
@@ -36,9 +47,14 @@ from hyperframe_runtime.schedule.ir import Placement
 
 __all__ = [
     "DRIFT_FRAMES",
+    "DRIFT_FRAMES_MAX",
     "DRIFT_THRESHOLD",
     "DROP_RATIO",
     "MEASURED_FRAMES",
+    "RECHECK_EVERY",
+    "RECHECK_LIMIT",
+    "RECHECK_MARGIN",
+    "RECHECK_PAIRS",
     "Candidate",
     "ScheduleSelector",
     "Step",
@@ -61,6 +77,17 @@ schedule was calibrated with that counts as a cost change. 20 %: on the shared C
 project single frames swing by more than 10 % without any change in the work."""
 DRIFT_FRAMES: Final = 5
 """Consecutive drifted frames before a re-plan (one noisy frame is not a change)."""
+DRIFT_FRAMES_MAX: Final = 80
+"""The most drifted frames a re-plan can need after re-plans that changed nothing."""
+RECHECK_EVERY: Final = 10
+"""While exploiting, one frame in this many re-checks the runner-up on the winner's placement."""
+RECHECK_PAIRS: Final = 3
+"""Paired re-checks whose median ratio decides (see the module docstring)."""
+RECHECK_MARGIN: Final = 0.02
+"""A runner-up must be 2 % faster than the winner in paired frames to take over; 2 % slower and
+it is not re-checked again."""
+RECHECK_LIMIT: Final = 9
+"""Paired re-checks of one runner-up at most: a tie within the margin stops costing frames."""
 _RECENT: Final = 5
 """Frames of the winner's recent history that a challenger is compared against."""
 
@@ -129,8 +156,15 @@ class ScheduleSelector:
     _first: bool = True
     _since_gather: int = 0
     _drifted: int = 0
+    _drift_needed: int = DRIFT_FRAMES
     _since_plan: int = 0
     _recent: list[float] = field(default_factory=list)
+    _since_recheck: int = 0
+    _rechecking: str = ""
+    _recheck_s: float = 0.0
+    _before_s: float = 0.0
+    _pairs: dict[str, list[float]] = field(default_factory=dict)
+    _settled: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.candidates]
@@ -163,17 +197,27 @@ class ScheduleSelector:
         measuring = name == self.challenger or (
             not self.winner and bool(self._queue) and name == self._queue[0]
         )
+        rechecking = bool(self.winner) and name == self._rechecking
         self._since_gather += 1
         gather = not warm and (
             measuring or placement not in self.calibrated or self._since_gather >= CALIBRATE_EVERY
         )
         if gather:
             self._since_gather = 0
-        return Step(name=name, warm=warm, exploring=measuring or warm, gather=gather)
+        return Step(name=name, warm=warm, exploring=measuring or rechecking or warm, gather=gather)
 
     def _choose(self) -> str:
         if self.winner:
-            return self.challenger or self.winner
+            if self.challenger:
+                return self.challenger
+            if self._rechecking:  # asked again before the frame ran (the loop's first plan)
+                return self._rechecking if not self._recheck_s else self.winner
+            runner = self._runner_up() if self._since_recheck >= RECHECK_EVERY else ""
+            if runner:
+                self._rechecking, self._since_recheck = runner, 0
+                self._before_s = self._recent[-1] if self._recent else 0.0
+                return runner
+            return self.winner
         while self._queue:
             head = self._queue[0]
             if head in self._dropped:
@@ -211,6 +255,21 @@ class ScheduleSelector:
         )
         return True
 
+    def _runner_up(self) -> str:
+        """The best measured schedule on the winner's placement besides the winner ("" if none)."""
+        place = self.placement_of(self.winner)
+        others = [
+            n
+            for n, t in self.times.items()
+            if t
+            and n != self.winner
+            and n in self.ready
+            and n not in self._dropped
+            and n not in self._settled
+            and self.placement_of(n) == place
+        ]
+        return min(others, key=lambda n: _estimate(self.times[n])) if others else ""
+
     def _best_measured(self, prefer: Placement | None = None) -> str:
         measured = [n for n, t in self.times.items() if t and n not in self._dropped]
         if not measured:
@@ -228,8 +287,14 @@ class ScheduleSelector:
         self._first = False
         if step.warm:
             return
+        if self.winner and step.name == self._rechecking and step.name != self.winner:
+            self._recheck_s = frame_s
+            return
         if self.winner and step.name == self.winner and not self.challenger:
             self._recent = [*self._recent, frame_s][-_RECENT:]
+            self._since_recheck += 1
+            if self._recheck_s:
+                self._settle_recheck(frame_s)
             return
         times = self.times.setdefault(step.name, [])
         times.append(frame_s)
@@ -248,6 +313,32 @@ class ScheduleSelector:
                 )
             elif len(times) >= MEASURED_FRAMES:
                 self._queue.pop(0)
+
+    def _settle_recheck(self, after_s: float) -> None:
+        """A re-check frame and the winner's frames around it: record the paired ratio; decide."""
+        name, frame_s = self._rechecking, self._recheck_s
+        self._rechecking, self._recheck_s = "", 0.0
+        around = [t for t in (self._before_s, after_s) if t > 0]
+        pairs = self._pairs.setdefault(name, [])
+        pairs.append(frame_s / statistics.mean(around))
+        if len(pairs) < RECHECK_PAIRS:
+            return
+        ratio = statistics.median(pairs[-RECHECK_PAIRS:])
+        if ratio < 1 - RECHECK_MARGIN:
+            self.events.append(
+                f"re-check: {name} ran {100 * (1 - ratio):.1f}% faster than {self.winner} in paired "
+                f"frames (median ratio {ratio:.3f} over {RECHECK_PAIRS}); running {name}"
+            )
+            self._pairs.pop(name)
+            self.times[name].append(frame_s)
+            self.times.setdefault(self.winner, []).extend(self._recent)
+            self.winner, self._recent = name, [frame_s]
+        elif ratio > 1 + RECHECK_MARGIN or len(pairs) >= RECHECK_LIMIT:
+            self._settled.add(name)
+            self.events.append(
+                f"re-check: {name} stays behind {self.winner} (median paired ratio {ratio:.3f} over "
+                f"{len(pairs[-RECHECK_PAIRS:])} re-checks); not re-checked again"
+            )
 
     def needs_planning(self) -> list[str]:
         """The planner candidate to plan now (it is next in line and has no plan yet), else []."""
@@ -269,6 +360,7 @@ class ScheduleSelector:
             if self.winner and name != self.winner:
                 self.times.pop(name, None)
                 self.challenger = name
+                self._rechecking, self._recheck_s = "", 0.0
             elif self.winner:
                 self._recent = []
 
@@ -287,13 +379,18 @@ class ScheduleSelector:
         self._planning = False
         self._dropped.add(name)
         self.events.append(f"{name} planned the same order as {twin}; not measured separately")
+        if self.winner:  # a re-plan on drift that changed nothing
+            self._back_off()
+
+    def _back_off(self) -> None:
+        self._drift_needed = min(DRIFT_FRAMES_MAX, 2 * self._drift_needed)
 
     def observe_drift(self, drift: float) -> bool:
         """Feed the largest relative cost drift of the frame; True when a re-plan is due now."""
         if not self.winner or self._planning or self.challenger:
             return False
         self._drifted = self._drifted + 1 if drift > DRIFT_THRESHOLD else 0
-        due = self._drifted >= DRIFT_FRAMES and self._since_plan >= max(1, self.replan_every)
+        due = self._drifted >= self._drift_needed and self._since_plan >= max(1, self.replan_every)
         if due:
             self._drifted = 0
         return due
@@ -327,8 +424,10 @@ class ScheduleSelector:
             )
             self.winner = name
             self._recent = list(self.times[name])
+            self._drift_needed = DRIFT_FRAMES
         else:
             self.events.append(self._loss_reason(name, self.winner, {name: challenger_t, self.winner: base}))
+            self._back_off()
         self.challenger = ""
 
     def _loss_reason(self, planned: str, winner: str, measured: dict[str, float]) -> str:
