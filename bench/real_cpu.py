@@ -8,7 +8,8 @@ within one run, with the noise printed next to them, not the absolute times.
 
 For each row (a layout and model), one group of spawned gloo ranks builds one ``FrameLoop`` per
 policy (its own model copy and optimizer, all through the same executor) and runs them frame by
-frame in turn, so load changes on the host hit every policy alike. ``hyperframe`` runs exactly as a
+frame in turn (each round starting one policy later), so load changes on the host hit every policy
+alike. ``hyperframe`` runs exactly as a
 user who keeps the default gets it (``replanEveryFrames: 1``): it measures the candidate schedules
 in its first frames, plans in the background and keeps the fastest. The whole run is repeated
 ``--repeats`` times with the policy order reversed each time.
@@ -174,8 +175,11 @@ def _worker(rank: int, row: Row, repeats: int, port: int, out: str) -> None:
     for repeat in range(repeats):
         order = policies if repeat % 2 == 0 else policies[::-1]
         loops = {policy: FrameLoop(_config(row, policy), spec=_spec(row, policy)) for policy in order}
-        for _ in range(row.frames):
-            for policy in order:
+        for frame in range(row.frames):
+            # Each round starts one policy later: no policy always runs right after the same one
+            # (a frame after a memory-hungry schedule's pays for the caches that one evicted).
+            shift = frame % len(order)
+            for policy in order[shift:] + order[:shift]:
                 loops[policy].run_frame()
         hyper = loops["hyperframe"]
         selector = hyper.selector

@@ -48,7 +48,7 @@ __all__ = ["WINDOW_FRAMES", "FrameOutcome", "MeasuredChoice"]
 
 log = logging.getLogger("hyperframe.train")
 
-WINDOW_FRAMES: Final = 8
+WINDOW_FRAMES: Final = 4
 """Measured frames per placement kept for calibration (per replica)."""
 
 
