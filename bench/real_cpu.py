@@ -48,6 +48,8 @@ from hyperframe_runtime.pipeline.metrics import RankFrame, exchange_summaries
 from bench.uneven_ranks import sleepy_spec
 
 TORCH_POLICIES = ("gpipe", "1f1b", "interleaved1f1b", "zbv")
+CONTROL = "1f1b-again"
+"""A second, identical 1F1B run: its paired ratio to ``1f1b`` is the noise floor of the ratios."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ def _config(row: Row, policy: str) -> TrainConfig:
     return TrainConfig(
         pipeline=row.pipeline,
         data=row.data,
-        policy=policy,  # type: ignore[arg-type]
+        policy="1f1b" if policy == CONTROL else policy,  # type: ignore[arg-type]
         microbatches_per_frame=row.microbatches,
         micro_batch_size=row.micro_batch_size,
         frames=10**6,
@@ -133,7 +135,7 @@ def _spec(row: Row, policy: str) -> ModelSpec | None:
 
 
 def _policies(row: Row) -> list[str]:
-    allowed = ["hyperframe", *TORCH_POLICIES]
+    allowed = ["hyperframe", *TORCH_POLICIES, CONTROL]
     if row.microbatches % row.pipeline:
         allowed.remove("interleaved1f1b")
     return allowed
@@ -264,6 +266,9 @@ def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
                     _paired_ratio(run["frame_s"]["hyperframe"], run["frame_s"][best_torch]), 3
                 ),
                 "steady_paired_ratio": _steady_ratio(run, best_torch),
+                "control_paired_ratio": round(
+                    _paired_ratio(run["frame_s"][CONTROL], run["frame_s"]["1f1b"]), 3
+                ),
                 "winner": run["winner"],
                 "exploring_frames": sum(run["exploring"]),
                 "explore_share_of_100_frames": round(run["explore_cost_s"] / (100 * pace), 4),
@@ -328,7 +333,8 @@ def _print(result: dict[str, Any]) -> None:
         print(f"  repeat {i + 1}: median ms/frame: {cells}")
         print(
             f"    hyperframe / best torch ({rep['best_torch']}) = {rep['ratio']:.3f} (paired per round "
-            f"{rep['paired_ratio']:.3f}; on its schedule after exploring {rep['steady_paired_ratio']}); "
+            f"{rep['paired_ratio']:.3f}; on its schedule after exploring {rep['steady_paired_ratio']}; "
+            f"noise floor: {CONTROL} / 1f1b {rep['control_paired_ratio']:.3f}); "
             f"ran {rep['winner']} after "
             f"{rep['exploring_frames']} exploring frames costing {100 * rep['explore_share_of_100_frames']:.1f}% "
             f"of a 100-frame run; steady state predicted {rep['predicted_ms']} ms vs measured {rep['measured_ms']} ms"
