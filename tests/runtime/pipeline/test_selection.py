@@ -229,3 +229,17 @@ def test_replans_that_change_nothing_make_the_next_one_wait_longer() -> None:
     _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.030, "zbv": 0.060}, MEASURED_FRAMES)
     assert selector.winner == "hyperframe-1"
     assert frames_until_due() == DRIFT_FRAMES
+
+
+def test_candidates_on_one_placement_take_turns_so_a_load_burst_hits_them_alike() -> None:
+    selector = ScheduleSelector([Candidate("1f1b", ONE, "1F1B"), Candidate("gpipe", ONE, "GPipe")])
+    ran = []
+    for frame in range(1 + 2 * MEASURED_FRAMES + 1):
+        step = selector.next_step()
+        ran.append(step.name)
+        # 1F1B is 4 % faster, but the host is twice as loaded during frames 1 to 3: measured one
+        # after the other, all of 1F1B's frames would fall in the burst and GPipe would win.
+        scale = 2.0 if 1 <= frame <= 3 else 1.0
+        selector.observe(step, {"1f1b": 0.050, "gpipe": 0.052}[step.name] * scale)
+    assert ran[: 1 + 2 * MEASURED_FRAMES] == ["1f1b"] + ["1f1b", "gpipe"] * MEASURED_FRAMES
+    assert selector.winner == "1f1b"

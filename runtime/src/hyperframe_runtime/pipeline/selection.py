@@ -6,7 +6,8 @@ policy treats its own plans and torch's schedules as candidates and keeps the fa
 1. **Explore** (the first frames). The candidates are measured in the order given (grouped by
    placement, so the stages move as few times as possible), each for :data:`MEASURED_FRAMES`
    frames, after one unmeasured warm-up frame when it needs another stage placement (the first
-   frame of a new placement includes torch's shape inference). A candidate whose first measured
+   frame of a new placement includes torch's shape inference). The ready candidates of one
+   placement take turns frame by frame, so that a burst of load on the host hits them alike. A candidate whose first measured
    frame is more than :data:`DROP_RATIO` times the best median so far is dropped after that
    frame. When the planner's candidate on a placement is next, it is planned in the background
    from the costs measured so far; while it plans, the frames run the best schedule measured on
@@ -194,9 +195,7 @@ class ScheduleSelector:
         placement = self.placement_of(name)
         warm = placement != self.placement
         # Frames that run the best schedule so far while the planner plans are not exploring.
-        measuring = name == self.challenger or (
-            not self.winner and bool(self._queue) and name == self._queue[0]
-        )
+        measuring = name == self.challenger or (not self.winner and name in self._queue)
         rechecking = bool(self.winner) and name == self._rechecking
         self._since_gather += 1
         gather = not warm and (
@@ -227,11 +226,23 @@ class ScheduleSelector:
                 self._queue.pop(0)
                 continue
             if head in self.ready:
-                return head
+                return self._turn(head)
             # The planner's candidate is being planned: run the best measured schedule on the
             # current placement meanwhile (no move), else the best measured anywhere.
             return self._best_measured(prefer=self.placement) or head
         return self._decide()
+
+    def _turn(self, head: str) -> str:
+        """Whose turn it is among the ready candidates queued on ``head``'s placement: they are
+        measured frame by frame in turn (the one with the fewest measured frames, queue order on
+        ties), so a burst of load on the host hits them alike instead of one of them."""
+        place = self.placement_of(head)
+        group = [
+            n
+            for n in self._queue
+            if n in self.ready and n not in self._dropped and self.placement_of(n) == place
+        ]
+        return min(group, key=lambda n: len(self.times.get(n, ())))
 
     def _not_worth_moving(self, name: str) -> bool:
         """Skip ``name`` when its placement was never measured and the model predicts every
@@ -302,17 +313,17 @@ class ScheduleSelector:
             if len(times) >= MEASURED_FRAMES:
                 self._settle_challenge(step.name)
             return
-        if self._queue and self._queue[0] == step.name:
+        if step.name in self._queue:
             best = self._best_measured()
             best_t = _estimate(self.times[best]) if best and best != step.name else None
             if len(times) == 1 and best_t is not None and frame_s > DROP_RATIO * best_t:
-                self._queue.pop(0)
+                self._queue.remove(step.name)
                 self.events.append(
                     f"dropped {step.name}: first measured frame {1e3 * frame_s:.1f} ms is more than "
                     f"{DROP_RATIO}x the best so far ({best} {1e3 * best_t:.1f} ms)"
                 )
             elif len(times) >= MEASURED_FRAMES:
-                self._queue.pop(0)
+                self._queue.remove(step.name)
 
     def _settle_recheck(self, after_s: float) -> None:
         """A re-check frame and the winner's frames around it: record the paired ratio; decide."""
