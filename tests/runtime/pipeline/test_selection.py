@@ -10,6 +10,7 @@ from hyperframe_runtime.pipeline.selection import (
     DRIFT_FRAMES_MAX,
     DRIFT_THRESHOLD,
     MEASURED_FRAMES,
+    PLACEMENT_MARGIN,
     RECHECK_EVERY,
     RECHECK_LIMIT,
     RECHECK_PAIRS,
@@ -243,3 +244,12 @@ def test_candidates_on_one_placement_take_turns_so_a_load_burst_hits_them_alike(
         selector.observe(step, {"1f1b": 0.050, "gpipe": 0.052}[step.name] * scale)
     assert ran[: 1 + 2 * MEASURED_FRAMES] == ["1f1b"] + ["1f1b", "gpipe"] * MEASURED_FRAMES
     assert selector.winner == "1f1b"
+
+
+@pytest.mark.parametrize(("zbv_s", "winner"), [(0.050 * (1 - PLACEMENT_MARGIN / 2), "1f1b"), (0.045, "zbv")])
+def test_another_placement_must_win_by_the_margin(zbv_s: float, winner: str) -> None:
+    selector = _selector()
+    _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": zbv_s}, 14)
+    assert selector.winner == winner
+    stayed = [e for e in selector.events if "staying on 1f1b's placement" in e]
+    assert bool(stayed) == (winner == "1f1b")

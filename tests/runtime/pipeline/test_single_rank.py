@@ -42,10 +42,11 @@ def test_built_in_gpt_loss_falls_within_a_few_frames(policy: str) -> None:
     assert len(losses) == 6
     assert losses[-1] < losses[0] - 0.2, f"loss did not fall: {losses}"
     if policy == "hyperframe":
-        # The first frames measure candidate schedules, moving the stages between placements;
-        # the losses above show the training stayed intact through the moves.
+        # The first frames measure the candidate schedules of the first placement in turn (a
+        # warm-up frame, then 1F1B and GPipe alternately); the losses above show the training
+        # stayed intact through the switches.
         schedules = [m.schedule for m in result.metrics]
-        assert schedules[:3] == ["1f1b"] * 3 and len(set(schedules)) > 1, schedules
+        assert schedules[:4] == ["1f1b", "1f1b", "gpipe", "1f1b"], schedules
         assert result.metrics[0].exploring
 
 

@@ -12,7 +12,10 @@ policy treats its own plans and torch's schedules as candidates and keeps the fa
    frame. When the planner's candidate on a placement is next, it is planned in the background
    from the costs measured so far; while it plans, the frames run the best schedule measured on
    the current placement (not exploring: that is what would run anyway).
-2. **Exploit.** The fastest (by :func:`_estimate`) wins and every following frame runs it. When the winner is not
+2. **Exploit.** The fastest (by :func:`_estimate`) wins and every following frame runs it; a
+   candidate on another placement than the first one explored must be :data:`PLACEMENT_MARGIN`
+   faster than the best there (a choice across placements is made from frames measured at
+   different times and is not re-checked later, step 4). When the winner is not
    the planner's plan the log says so, with the measured and predicted frame times of both.
 3. **Re-check on drift.** Each frame every rank compares its measured op costs with those the
    running schedule was measured or planned with. When the largest relative drift exceeds
@@ -52,6 +55,7 @@ __all__ = [
     "DRIFT_THRESHOLD",
     "DROP_RATIO",
     "MEASURED_FRAMES",
+    "PLACEMENT_MARGIN",
     "RECHECK_EVERY",
     "RECHECK_LIMIT",
     "RECHECK_MARGIN",
@@ -65,6 +69,10 @@ MEASURED_FRAMES: Final = 3
 """Measured frames per candidate while exploring (and per challenger after a re-plan)."""
 DROP_RATIO: Final = 1.25
 """A candidate whose first measured frame is this many times the best is not measured again."""
+PLACEMENT_MARGIN: Final = 0.05
+"""A schedule on another placement than the first explored must measure this much faster than
+the best on the first placement to be chosen: 5 %, over the 2 to 6 % by which two runs of one
+schedule differ on this project's CPU hosts (``bench real_cpu``'s noise floor)."""
 SKIP_RATIO: Final = 1.10
 """A candidate on a placement not yet measured is not measured at all when the calibrated cost
 model predicts it (and every other candidate on that placement) above this many times the best
@@ -417,6 +425,17 @@ class ScheduleSelector:
         if not measured:
             measured = {n: _estimate(t) for n, t in self.times.items() if t}
         self.winner = min(measured, key=lambda n: measured[n])
+        home = self.candidates[0].placement
+        at_home = [n for n in measured if self.placement_of(n) == home]
+        if at_home and self.placement_of(self.winner) != home:
+            home_best = min(at_home, key=lambda n: measured[n])
+            if measured[self.winner] > (1 - PLACEMENT_MARGIN) * measured[home_best]:
+                self.events.append(
+                    f"{self.winner} measured {1e3 * measured[self.winner]:.1f} ms on another placement, "
+                    f"less than {PLACEMENT_MARGIN:.0%} faster than {home_best} "
+                    f"{1e3 * measured[home_best]:.1f} ms: staying on {home_best}'s placement"
+                )
+                self.winner = home_best
         ranking = ", ".join(f"{n} {1e3 * t:.1f} ms" for n, t in sorted(measured.items(), key=lambda x: x[1]))
         self.events.append(f"explored {len(measured)} schedules ({ranking}); running {self.winner}")
         if not self._by_name[self.winner].is_planner:
