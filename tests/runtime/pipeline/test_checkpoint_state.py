@@ -10,12 +10,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.gpt import gpt_model_spec
 from hyperframe_runtime.pipeline.checkpoint import (
@@ -48,15 +46,6 @@ def test_ranks_that_see_different_snapshots_fail_naming_each_view(
     problem = agree_on_snapshot(views, chosen)
     assert problem is not None and fragment in problem
     assert "ranks see different newest complete snapshots" in problem and "same checkpoint volume" in problem
-
-
-@pytest.fixture
-def one_rank_group(tmp_path: Path) -> Iterator[None]:
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 def _trained(modules: dict[int, torch.nn.Module], config: TrainConfig) -> torch.optim.AdamW:

@@ -10,11 +10,9 @@ in bytes, and a byte limit is never exceeded. Multi-rank: ``test_memory_gloo.py`
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch.distributed as dist
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.gpt import gpt_model_spec
 from hyperframe_runtime.models.profiling import stage_activation_bytes
@@ -31,15 +29,6 @@ from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import Placement
 from hyperframe_runtime.schedule.planner import default_memory_limit, one_f_one_b_peaks, plan
 from hyperframe_runtime.schedule.simulate import memory_peaks
-
-
-@pytest.fixture
-def one_rank_group(tmp_path: Path) -> Iterator[None]:
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
 
 
 @pytest.mark.usefixtures("one_rank_group")
