@@ -226,6 +226,24 @@ def whole_gang_bound(pods: list[dict[str, Any]]) -> bool:
     return len(pods) == NODES and all(p["spec"].get("nodeName") for p in pods)
 
 
+def readmitted(
+    op: OperatorProcess, kk: Kubectl, release: tuple[str, ...], *, what: str
+) -> tuple[float, dict[str, Any]]:
+    """Delete ``release`` (what holds the quota); wait until job "second"'s whole gang is bound and
+    the job runs. Returns the seconds from the delete to the gang bound, and the job's status."""
+    kk.run("delete", *release, "-n", NAMESPACE, "--wait=false")
+    freed = time.monotonic()
+    wait(op, lambda: job_pods(kk, "second"), whole_gang_bound, what=what, timeout_s=120)
+    to_bound = time.monotonic() - freed
+    st = wait(
+        op,
+        lambda: status(kk, NAMESPACE, "second"),
+        lambda s: s.get("phase") == "Running",
+        what=f"{what}: running",
+    )
+    return to_bound, st
+
+
 def test_a_job_queues_is_admitted_whole_is_preempted_whole_and_resumes(
     op: OperatorProcess, kk: Kubectl
 ) -> None:
@@ -254,18 +272,8 @@ def test_a_job_queues_is_admitted_whole_is_preempted_whole_and_resumes(
         assert "Queued" in reasons
         assert not any(p["spec"].get("nodeName") for p in pods)
 
-        kk.run("delete", "hyperframejob", "first", "-n", NAMESPACE, "--wait=false")
-        freed = time.monotonic()
-        wait(
-            op,
-            lambda: job_pods(kk, "second"),
-            whole_gang_bound,
-            what="second's whole gang admitted and bound",
-            timeout_s=120,
-        )
-        to_bound = time.monotonic() - freed
-        st = wait(
-            op, lambda: status(kk, NAMESPACE, "second"), lambda s: s.get("phase") == "Running", what="runs"
+        to_bound, st = readmitted(
+            op, kk, ("hyperframejob", "first"), what="second's whole gang admitted and bound"
         )
         assert condition(st, "Queued").get("status") == "False"
         print(
@@ -289,19 +297,7 @@ def test_a_job_queues_is_admitted_whole_is_preempted_whole_and_resumes(
         )
         assert all(gated(p) for p in job_pods(kk, "second")), "the preempted gang waits whole"
 
-        kk.run("delete", "pods", "-n", NAMESPACE, "-l", "app=urgent", "--wait=false")
-        freed = time.monotonic()
-        wait(
-            op,
-            lambda: job_pods(kk, "second"),
-            whole_gang_bound,
-            what="second admitted again",
-            timeout_s=120,
-        )
-        to_bound = time.monotonic() - freed
-        st = wait(
-            op, lambda: status(kk, NAMESPACE, "second"), lambda s: s.get("phase") == "Running", what="resumed"
-        )
+        to_bound, _ = readmitted(op, kk, ("pods", "-l", "app=urgent"), what="second admitted again")
         print(
             f"quota freed (urgent deleted) -> all {NODES} pods of second re-admitted and bound: {to_bound:.2f}s"
         )
