@@ -176,7 +176,7 @@ class FrameLoop:
     @property
     def layer_boundaries(self) -> tuple[int, ...] | None:
         """The layer split of the running stages; None = the model's own ``build_stage``."""
-        return self._context.boundaries(self.plan.placement)
+        return self.stages.boundaries
 
     def set_plan(self, plan: FramePlan) -> None:
         """Run ``plan`` from the next frame on (collective: every rank passes the same plan)."""
@@ -293,7 +293,7 @@ class FrameLoop:
         """Re-split the layers by the costs measured on the even split (collective: every rank
         computes the same profile from the same all-gathered records)."""
         placement = self.plan.placement
-        before = self._context.boundaries(placement) or even_split(self.spec.num_layers, placement.num_stages)
+        before = self.stages.boundaries or even_split(self.spec.num_layers, placement.num_stages)
         profile = LayerProfile.measure(calibrate(self._partition_window, placement).costs, placement, before)
         self._partitioning, self._partition_window = False, []
         self._context = replace(self._context, profile=profile)

@@ -53,12 +53,14 @@ class StageContext:
             return even_split(spec.num_layers, num_stages)
         return None
 
-    def build_stage(self, stage: int, placement: Placement) -> nn.Module:
-        """Stage ``stage`` of ``placement``, on the CPU."""
+    def build_stages(self, placement: Placement) -> tuple[tuple[int, ...] | None, dict[int, nn.Module]]:
+        """This rank's stages of ``placement`` on the CPU, and the layer split they hold (the
+        split is computed once: with a measured profile it is the partitioner's answer)."""
         cuts = self.boundaries(placement)
+        stages = placement.stages_of(self.pp_rank)
         if cuts is None:
-            return self.spec.build_stage(stage, placement.num_stages)
-        return self.spec.build_split(stage, cuts)
+            return None, {s: self.spec.build_stage(s, placement.num_stages) for s in stages}
+        return cuts, {s: self.spec.build_split(s, cuts) for s in stages}
 
 
 @dataclass
@@ -69,13 +71,15 @@ class StageSet:
     modules: dict[int, nn.Module]
     optimizer: torch.optim.Optimizer
     executor: PipelineExecutor
+    boundaries: tuple[int, ...] | None = None
+    """The layer split the stages hold; None = the model's own ``build_stage``."""
 
     @classmethod
     def build(cls, context: StageContext, placement: Placement, orders: Orders) -> StageSet:
         config, device = context.config, context.device
-        stages = placement.stages_of(context.pp_rank)
-        modules = {s: context.build_stage(s, placement).to(device) for s in stages}
-        optimizer = torch.optim.AdamW([p for s in stages for p in modules[s].parameters()], lr=config.lr)
+        cuts, built = context.build_stages(placement)
+        modules = {s: module.to(device) for s, module in built.items()}
+        optimizer = torch.optim.AdamW([p for m in modules.values() for p in m.parameters()], lr=config.lr)
         executor = PipelineExecutor(
             stage_modules=modules,
             num_stages=placement.num_stages,
@@ -87,7 +91,7 @@ class StageSet:
             device=device,
             orders=orders,
         )
-        return cls(placement, modules, optimizer, executor)
+        return cls(placement, modules, optimizer, executor, cuts)
 
     def named_state(self) -> dict[str, tuple[torch.Tensor, dict[str, Any]]]:
         """``{parameter name: (value, AdamW state)}`` of this rank's stages, on the CPU."""
