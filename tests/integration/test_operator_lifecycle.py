@@ -61,10 +61,17 @@ def test_happy_path_gate_running_rank0_succeeds_and_running_pods_are_cleaned(
         what="only rank 0 left",
     )
     assert left[0]["status"]["phase"] == "Succeeded"
-    reasons = {e["reason"] for e in kubectl.json("get", "events", "-n", namespace)["items"]}
     # SmokeTesting is a phase the operator only records when it sees the gate still running; on
     # a loaded machine it may first look after every gate passed and go straight to Running.
-    assert {"Created", "SmokeTestPassed", "Running", "Succeeded"} <= reasons
+    # Events are posted after the status patch, so they may show up a moment after the phase.
+    expected = {"Created", "SmokeTestPassed", "Running", "Succeeded"}
+    reasons = wait(
+        operator,
+        lambda: {e["reason"] for e in kubectl.json("get", "events", "-n", namespace)["items"]},
+        lambda got: expected <= got,
+        what=f"events {sorted(expected)}",
+    )
+    assert expected <= reasons
     metrics = operator.metrics()
     assert (
         "hyperframe_jobs_succeeded_total" in metrics
