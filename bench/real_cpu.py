@@ -10,7 +10,8 @@ For each row (a layout and model), one group of spawned gloo ranks builds one ``
 policy (its own model copy and optimizer, all through the same executor) and runs them frame by
 frame in turn (each round starting one policy later), so load changes on the host hit every policy
 alike. ``hyperframe`` runs exactly as a
-user who keeps the default gets it (``replanEveryFrames: 1``): it measures the candidate schedules
+user who keeps the defaults gets it (``replanEveryFrames: 1``, ``layerSplit: auto``): it measures
+the layer split and the candidate schedules
 in its first frames, plans in the background and keeps the fastest. The whole run is repeated
 ``--repeats`` times with the policy order reversed each time.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import statistics
@@ -63,8 +65,7 @@ class Row:
     frames: int
     slow_rank_sleep_ms: float = 0.0
     """> 0: pipeline rank 1 is made slow (``bench.uneven_ranks``: each of its blocks sleeps this
-    long per forward, twice per backward) and ``hyperframe`` runs with ``layer_split = "measured"``
-    while torch's schedules run the even split: the row where the plan should win."""
+    long per forward, twice per backward): a row where the plan should win."""
 
 
 ROWS: dict[str, Row] = {
@@ -76,7 +77,7 @@ ROWS: dict[str, Row] = {
         {"n_layers": 4, "d_model": 64, "n_heads": 4, "vocab_size": 256, "seq_len": 32},
         4,
         2,
-        60,
+        200,
     ),
     # examples/cpu-2node.yaml: pipeline 2 x data 2 (4 ranks), tiny-gpt.
     "cpu-2node": Row(
@@ -86,7 +87,7 @@ ROWS: dict[str, Row] = {
         {"n_layers": 4, "d_model": 64, "n_heads": 4, "vocab_size": 256, "seq_len": 32},
         4,
         2,
-        40,
+        120,
     ),
     # Compute dominates the per-op overhead.
     "cpu-large": Row(
@@ -96,7 +97,18 @@ ROWS: dict[str, Row] = {
         {"n_layers": 8, "d_model": 128, "n_heads": 4, "vocab_size": 512, "seq_len": 64},
         8,
         4,
-        24,
+        48,
+    ),
+    # A large vocabulary: the last stage's head and loss cost about five blocks, so the even split
+    # leaves rank 1 with twice rank 0's work. Where the measured layer split should win.
+    "big-vocab": Row(
+        "big-vocab",
+        2,
+        1,
+        {"n_layers": 8, "d_model": 64, "n_heads": 4, "vocab_size": 16384, "seq_len": 32},
+        4,
+        2,
+        60,
     ),
     # One slow rank: where the measured layer split should win.
     "slow-rank": Row(
@@ -121,7 +133,8 @@ def _config(row: Row, policy: str) -> TrainConfig:
         micro_batch_size=row.micro_batch_size,
         frames=10**6,
         replan_every=1 if policy == "hyperframe" else 0,
-        layer_split="measured" if policy == "hyperframe" and row.slow_rank_sleep_ms else "even",
+        # layer_split left at its default, "auto": the hyperframe policy measures the split and
+        # re-splits where that is predicted 10 % faster; torch's schedules run the even split.
         seed=1,
         **row.model,  # type: ignore[arg-type]
     )
@@ -218,10 +231,27 @@ def _spread(values: list[float]) -> float:
     return (q[2] - q[0]) / statistics.median(values)
 
 
-def _paired_ratio(mine: list[float], theirs: list[float]) -> float:
-    """Median over rounds of (my frame / their frame in the same round): the policies run their
+def _paired(mine: list[float], theirs: list[float]) -> list[float]:
+    """Per round (every frame but the first), my frame / their frame: the policies run their
     frames in turn, so a load change on the host hits both frames of a round alike."""
-    return statistics.median(a / b for a, b in zip(mine[1:], theirs[1:], strict=True))
+    return [a / b for a, b in zip(mine[1:], theirs[1:], strict=True)]
+
+
+def _paired_ratio(mine: list[float], theirs: list[float]) -> float:
+    """The median of :func:`_paired`."""
+    return statistics.median(_paired(mine, theirs))
+
+
+def median_ci(values: list[float], z: float = 1.96) -> tuple[float, float]:
+    """A distribution-free 95 % confidence interval of the median: the sorted values of ranks
+    n/2 - z sqrt(n)/2 (rounded down) and 1 + n/2 + z sqrt(n)/2 (rounded up), counted from 1
+    (binomial, normal approximation)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    half = z * n**0.5 / 2
+    low = max(0, math.floor(n / 2 - half) - 1)
+    high = min(n - 1, math.ceil(n / 2 + half))
+    return ordered[low], ordered[high]
 
 
 def _steady_ratio(run: dict[str, Any], best_torch: str) -> float | None:
@@ -265,10 +295,17 @@ def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
                 "paired_ratio": round(
                     _paired_ratio(run["frame_s"]["hyperframe"], run["frame_s"][best_torch]), 3
                 ),
+                "paired_ci": [
+                    round(x, 3)
+                    for x in median_ci(_paired(run["frame_s"]["hyperframe"], run["frame_s"][best_torch]))
+                ],
                 "steady_paired_ratio": _steady_ratio(run, best_torch),
                 "control_paired_ratio": round(
                     _paired_ratio(run["frame_s"][CONTROL], run["frame_s"]["1f1b"]), 3
                 ),
+                "control_ci": [
+                    round(x, 3) for x in median_ci(_paired(run["frame_s"][CONTROL], run["frame_s"]["1f1b"]))
+                ],
                 "winner": run["winner"],
                 "exploring_frames": sum(run["exploring"]),
                 "explore_share_of_100_frames": round(run["explore_cost_s"] / (100 * pace), 4),
@@ -333,8 +370,10 @@ def _print(result: dict[str, Any]) -> None:
         print(f"  repeat {i + 1}: median ms/frame: {cells}")
         print(
             f"    hyperframe / best torch ({rep['best_torch']}) = {rep['ratio']:.3f} (paired per round "
-            f"{rep['paired_ratio']:.3f}; on its schedule after exploring {rep['steady_paired_ratio']}; "
-            f"noise floor: {CONTROL} / 1f1b {rep['control_paired_ratio']:.3f}); "
+            f"{rep['paired_ratio']:.3f}, 95% CI {rep['paired_ci'][0]:.3f}-{rep['paired_ci'][1]:.3f}; "
+            f"on its schedule after exploring {rep['steady_paired_ratio']}; "
+            f"noise floor: {CONTROL} / 1f1b {rep['control_paired_ratio']:.3f}, 95% CI "
+            f"{rep['control_ci'][0]:.3f}-{rep['control_ci'][1]:.3f}); "
             f"ran {rep['winner']} after "
             f"{rep['exploring_frames']} exploring frames costing {100 * rep['explore_share_of_100_frames']:.1f}% "
             f"of a 100-frame run; steady state predicted {rep['predicted_ms']} ms vs measured {rep['measured_ms']} ms"

@@ -27,7 +27,7 @@ POLICIES: Final[tuple[str, ...]] = get_args(Policy)
 
 Device = Literal["cpu", "cuda"]
 Backend = Literal["", "gloo", "nccl"]
-LayerSplit = Literal["even", "measured"]
+LayerSplit = Literal["auto", "even", "measured"]
 
 # Policies whose orders need exactly this many stages per rank.
 _FIXED_STAGES_PER_RANK: Final[dict[str, int]] = {"gpipe": 1, "1f1b": 1, "interleaved1f1b": 2, "zbv": 2}
@@ -58,7 +58,7 @@ class TrainConfig:
     """Attention heads per block."""
     n_layers: int = 4
     """Transformer blocks, at least one per pipeline stage; split as evenly as they go over the
-    stages (``layer_split = "even"``) or by measured costs (``"measured"``)."""
+    stages or by measured costs (``layer_split``)."""
 
     # ---- parallel layout ----------------------------------------------------------------------------
     pipeline: int = 1
@@ -84,14 +84,18 @@ class TrainConfig:
     """hyperframe: 0 runs the unit-cost plan throughout; K > 0 measures the candidate schedules in
     the first frames, keeps the fastest and re-plans when measured costs drift, at most once every
     K frames (``pipeline.selection``)."""
-    layer_split: LayerSplit = "even"
+    layer_split: LayerSplit = "auto"
     """How the model's layers are split over the pipeline stages. ``even``: as evenly as they go.
     ``measured``: the first frames (``pipeline.partitioning.PARTITION_FRAMES``) run the even split
     and time every op; from those timings the runtime derives per-layer costs and each rank's
-    speed, re-splits the layers so that the rank loads balance (V-aware for a V placement) and
-    continues on that split, exactly (weights and AdamW state move by parameter name). Needs a
+    speed, re-splits the layers so that the rank loads balance (V-aware for a V placement) when
+    that is predicted at least ``pipeline.partitioning.SPLIT_MARGIN`` faster than the even split,
+    and continues on that split, exactly (weights and AdamW state move by parameter name). Needs a
     model with the per-layer hook (``ModelSpec.build_layers``; the built-in GPT has it) and one
-    stage per rank or a V (not interleaved1f1b's looped placement)."""
+    stage per rank or a V (not interleaved1f1b's looped placement). ``auto`` (the default):
+    ``measured`` where the hyperframe policy measures its schedules (``replan_every`` > 0) on a
+    pipeline of two or more ranks and the model has the per-layer hook, ``even`` otherwise
+    (:meth:`measures_layer_split`)."""
     memory_limit: int = 0
     """Planner's activation budget per rank, in micro-batch activations of the placement's heaviest
     stage (a rank holding 2 stages with one micro-batch in flight on each uses at most 2); 0 = 1F1B's
@@ -174,7 +178,7 @@ class TrainConfig:
                 f"use at least {self.num_stages} (one block per stage)"
             )
         if self.layer_split not in get_args(LayerSplit):
-            raise ValueError(f"layer_split: {self.layer_split!r} must be 'even' or 'measured'")
+            raise ValueError(f"layer_split: {self.layer_split!r} must be 'auto', 'even' or 'measured'")
         if self.layer_split == "measured" and self.policy == "interleaved1f1b":
             raise ValueError(
                 "layer_split: 'measured' splits for one stage per rank or a V; interleaved1f1b's "
@@ -182,6 +186,19 @@ class TrainConfig:
             )
 
     # ---- derived ------------------------------------------------------------------------------------
+    def measures_layer_split(self, has_layer_hook: bool) -> bool:
+        """Whether the layers are re-split by measured costs (see ``layer_split``), for a model
+        that has (``has_layer_hook``) or lacks the per-layer hook."""
+        if self.layer_split == "measured":
+            return True
+        return (
+            self.layer_split == "auto"
+            and has_layer_hook
+            and self.policy == "hyperframe"
+            and self.replan_every > 0
+            and self.pipeline > 1
+        )
+
     @property
     def effective_stages_per_rank(self) -> int:
         """``stages_per_rank`` with 0 resolved to the policy default."""

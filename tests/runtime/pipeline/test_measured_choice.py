@@ -52,3 +52,12 @@ def test_no_calibration_no_drift() -> None:
     config = TrainConfig(pipeline=2, n_layers=4, stages_per_rank=1, replan_every=1)
     choice = MeasuredChoice(config, is_reporter=False)
     assert choice.drift(choice.next_plan()[1], _frame([0.1] * 4, [0.2] * 4)) == 0.0
+
+
+def test_every_candidate_plan_carries_its_activation_peak_for_the_tie_break() -> None:
+    config = TrainConfig(pipeline=2, n_layers=8, microbatches_per_frame=4, replan_every=1)
+    peaks = MeasuredChoice(config, is_reporter=False).selector.peaks
+    # Stage activations in flight on the busiest rank: 1F1B holds p, GPipe all m; on the V
+    # (two stages per rank) ZBV and Interleaved1F1B hold more than 1F1B on one stage per rank.
+    assert peaks["1f1b"] == 2 and peaks["gpipe"] == 4
+    assert peaks["zbv"] > peaks["1f1b"] and peaks["interleaved1f1b"] > peaks["1f1b"]

@@ -95,6 +95,9 @@ def test_a_measured_layer_split_stays_exact_and_resumes_on_the_same_split(tmp_pa
     def config(name: str) -> dict[str, Any]:
         return {
             **_config(tmp_path / name),
+            # A head over a large vocabulary costs several blocks: the last rank measures well
+            # over 10 % slower (SPLIT_MARGIN), so the first look moves layers off it.
+            "vocab_size": 16384,
             "n_layers": 8,
             "policy": "1f1b",
             "layer_split": "measured",
@@ -119,7 +122,8 @@ def test_a_measured_layer_split_stays_exact_and_resumes_on_the_same_split(tmp_pa
     a = json.loads((tmp_path / "full.json").read_text())
     b = json.loads((tmp_path / "resumed.json").read_text())
 
-    # The layers were re-split from the costs of frames 2..4 and the training stayed exact.
+    # The layers were re-split from the costs of frames 2..4 and the training stayed exact (the
+    # second look, frames 5 to 8, is cut short by the end of the run).
     assert len(a["events"]) == 1 and a["events"][0].startswith("frame 4: layer split [0, 4, 8] -> ")
     assert a["boundaries"][0] == 0 and a["boundaries"][-1] == 8 and len(a["boundaries"]) == 3
     assert a["losses"] == pytest.approx(reference_losses(TrainConfig.from_dict(full)), abs=TOLERANCE)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.pipeline.candidates import candidate_plans
@@ -14,8 +16,10 @@ from hyperframe_runtime.pipeline.selection import (
     RECHECK_EVERY,
     RECHECK_LIMIT,
     RECHECK_PAIRS,
+    TIE_MARGIN,
     Candidate,
     ScheduleSelector,
+    paired_verdict,
 )
 from hyperframe_runtime.schedule.ir import Placement
 
@@ -253,3 +257,56 @@ def test_another_placement_must_win_by_the_margin(zbv_s: float, winner: str) -> 
     assert selector.winner == winner
     stayed = [e for e in selector.events if "staying on 1f1b's placement" in e]
     assert bool(stayed) == (winner == "1f1b")
+
+
+@pytest.mark.parametrize(("gpipe_s", "winner"), [(0.050 * (1 - TIE_MARGIN / 2), "1f1b"), (0.045, "gpipe")])
+def test_a_tie_on_one_placement_goes_to_the_lower_activation_peak(gpipe_s: float, winner: str) -> None:
+    selector = ScheduleSelector([Candidate("1f1b", ONE, "1F1B"), Candidate("gpipe", ONE, "GPipe")])
+    selector.peaks.update({"1f1b": 2.0, "gpipe": 4.0})  # p = 2, m = 4: in flight per rank
+    _run(selector, {"1f1b": 0.050, "gpipe": gpipe_s}, 1 + 2 * MEASURED_FRAMES + 1)
+    assert selector.winner == winner
+    tie = [e for e in selector.events if "a tie at this precision" in e]
+    assert bool(tie) == (winner == "1f1b")
+    if tie:
+        assert tie[0].startswith("1f1b and gpipe measured within 3%") and "(2 against 4" in tie[0]
+
+
+def test_without_peaks_the_fastest_measured_wins_a_tie() -> None:
+    selector = ScheduleSelector([Candidate("1f1b", ONE, "1F1B"), Candidate("gpipe", ONE, "GPipe")])
+    _run(selector, {"1f1b": 0.050, "gpipe": 0.049}, 1 + 2 * MEASURED_FRAMES + 1)
+    assert selector.winner == "gpipe"
+
+
+@pytest.mark.parametrize(
+    ("ratios", "verdict"),
+    [
+        ([0.90, 0.91, 0.89], -1),  # steadily 10 % faster
+        ([1.10, 1.09, 1.12], 1),  # steadily 10 % slower
+        ([1.0, 1.0, 1.0, 1.0], 0),  # a tie
+        ([0.99, 1.01, 0.55, 1.00, 0.98], 0),  # a tie with one burst on the winner's frames
+        ([0.97, 1.05, 0.93, 1.06, 1.01], 0),  # a 1 % median in 6 % noise: cannot tell
+        ([0.95, 0.96, 1.02, 0.94, 0.95, 0.96, 0.93], -1),  # 5 % faster with one noisy pair
+        ([], 0),
+    ],
+)
+def test_paired_verdict_needs_the_whole_band_past_the_margin(ratios: list[float], verdict: int) -> None:
+    assert paired_verdict(ratios) == verdict
+
+
+@pytest.mark.parametrize(("gpipe_pace", "most_switches"), [(1.0, 25), (1.03, 12)])
+def test_noisy_rechecks_seldom_switch_to_a_schedule_that_is_not_faster(
+    gpipe_pace: float, most_switches: int
+) -> None:
+    """100 seeded runs, frames swinging +-15 % at random: a paired re-check switches to a tied or
+    3 %-slower runner-up in at most ``most_switches`` of them (the median of the last 3 ratios
+    against a 2 % margin, the rule before :func:`paired_verdict`, switched in 36 and 16)."""
+    switches = 0
+    for seed in range(100):
+        rng = random.Random(seed)
+        selector, _ = _pair_selector()
+        for _ in range((RECHECK_LIMIT + 2) * (RECHECK_EVERY + 1)):
+            step = selector.next_step()
+            pace = {"1f1b": 1.0, "gpipe": gpipe_pace}[step.name]
+            selector.observe(step, 0.050 * pace * (1 + rng.uniform(-0.15, 0.15)))
+        switches += selector.winner != "1f1b"
+    assert switches <= most_switches

@@ -30,7 +30,7 @@ def test_policy_default_stages_per_rank(policy: str, stages_per_rank: int) -> No
     [
         ({"policy": "pipedream"}, "policy: 'pipedream' is not one of"),
         ({"pipeline": 2, "n_layers": 3}, "n_layers: 3 blocks cannot fill pipeline (2) x stages_per_rank (2)"),
-        ({"layer_split": "greedy"}, "layer_split: 'greedy' must be 'even' or 'measured'"),
+        ({"layer_split": "greedy"}, "layer_split: 'greedy' must be 'auto', 'even' or 'measured'"),
         (
             {"policy": "interleaved1f1b", "pipeline": 2, "n_layers": 4, "layer_split": "measured"},
             "layer_split: 'measured' splits for one stage per rank or a V",
@@ -61,3 +61,23 @@ def test_world_size_mismatch_names_both_sides() -> None:
 def test_not_json() -> None:
     with pytest.raises(ValueError, match="not valid JSON"):
         TrainConfig.from_json("{pipeline: 2")
+
+
+@pytest.mark.parametrize(
+    ("fields", "has_hook", "measured"),
+    [
+        ({}, True, False),  # the default policy with replan_every 0 runs the unit-cost plan
+        ({"replan_every": 1}, True, True),  # auto: the hyperframe policy that measures
+        ({"replan_every": 1}, False, False),  # ... on a model that can be re-split
+        ({"replan_every": 1, "pipeline": 1}, True, False),  # ... across two or more ranks
+        ({"replan_every": 1, "policy": "1f1b"}, True, False),  # torch's orders: the even split
+        ({"replan_every": 1, "layer_split": "even"}, True, False),
+        ({"policy": "1f1b", "layer_split": "measured"}, True, True),  # asked for: always
+    ],
+)
+def test_auto_measures_the_split_where_the_hyperframe_policy_measures(
+    fields: dict[str, object], has_hook: bool, measured: bool
+) -> None:
+    config = TrainConfig(**{"pipeline": 2, "n_layers": 4, **fields})  # type: ignore[arg-type]
+    assert config.layer_split == fields.get("layer_split", "auto")
+    assert config.measures_layer_split(has_hook) is measured

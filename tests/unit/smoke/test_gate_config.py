@@ -205,7 +205,7 @@ def test_launcher_passes_the_layer_split_and_both_sides_agree_on_it() -> None:
     from hyperframe.api.fields import field_meta
     from hyperframe.api.resolved import ResolvedJobConfig
     from hyperframe_runtime import config as runtime_config
-    from hyperframe_runtime.pipeline.partitioning import PARTITION_FRAMES
+    from hyperframe_runtime.pipeline.partitioning import PARTITION_FRAMES, SPLIT_MARGIN
 
     docs = list(yaml.safe_load_all((REPO / "examples" / "cpu-2node.yaml").read_text()))
     job = next(d for d in docs if d["kind"] == "HyperFrameJob")
@@ -216,4 +216,8 @@ def test_launcher_passes_the_layer_split_and_both_sides_agree_on_it() -> None:
     assert get_args(job_api.LayerSplit) == get_args(runtime_config.LayerSplit)
     # The CRD's description names the runtime's number of measuring frames.
     doc = next(field_meta(f).doc for f in dataclasses.fields(job_api.Frames) if f.name == "layer_split")
-    assert f"the first {PARTITION_FRAMES} frames" in doc
+    assert f"the first {PARTITION_FRAMES} frames" in doc and f"{PARTITION_FRAMES} more frames" in doc
+    assert f"at least {SPLIT_MARGIN:.0%} faster" in doc
+    # Both sides default to auto.
+    assert job_api.Frames.__dataclass_fields__["layer_split"].default == "auto"
+    assert runtime_config.TrainConfig().layer_split == "auto"

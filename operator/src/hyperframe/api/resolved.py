@@ -52,7 +52,9 @@ class ResolvedFrames:
         "Model stages each rank holds: 1 for gpipe and 1f1b, 2 for interleaved1f1b, zbv and hyperframe.",
         minimum=1,
     )
-    layer_split: LayerSplit = spec_field("Layer split over the stages: even or measured.", default="even")
+    layer_split: LayerSplit = spec_field(
+        "Layer split over the stages: auto, even or measured.", default="auto"
+    )
     checkpoint: Checkpoint | None = spec_field("Checkpointing, if any.", default=None)
 
 

@@ -20,7 +20,8 @@ Per frame, on every rank:
    and reports progress (``hyperframe_runtime.progress``);
 8. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan.
 
-With ``layer_split = "measured"`` the first ``PARTITION_FRAMES`` frames come before all this: they
+With a measured layer split (``layer_split = "measured"``, or ``"auto"`` under the hyperframe
+policy: ``TrainConfig.measures_layer_split``) the first ``PARTITION_FRAMES`` frames come before all this: they
 run the even layer split and gather every rank's op timings; then the layers are re-split by the
 measured per-layer costs and rank speeds (``pipeline.partitioning``), the stages move to the new
 split, and the schedule selector starts on it.
@@ -41,6 +42,7 @@ from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline import checkpoint
 from hyperframe_runtime.pipeline.calibration import calibrate
+from hyperframe_runtime.pipeline.candidates import candidate_plans
 from hyperframe_runtime.pipeline.executor import PipelineExecutor
 from hyperframe_runtime.pipeline.measured_choice import MeasuredChoice
 from hyperframe_runtime.pipeline.memory import PlanPeaks
@@ -52,13 +54,21 @@ from hyperframe_runtime.pipeline.metrics import (
     peak_memory_bytes,
     reset_peak_memory,
 )
-from hyperframe_runtime.pipeline.partitioning import PARTITION_FRAMES, LayerProfile, even_split
+from hyperframe_runtime.pipeline.partitioning import (
+    PARTITION_FRAMES,
+    SPLIT_MARGIN,
+    LayerProfile,
+    even_split,
+    second_look_tells,
+    two_look_profile,
+)
 from hyperframe_runtime.pipeline.planning import FramePlan, initial_plan
 from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
 from hyperframe_runtime.pipeline.stages import StageContext, StageSet
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
 from hyperframe_runtime.pipeline.trace import TraceWriter
 from hyperframe_runtime.progress import ProgressReporter, ProgressUpdate
+from hyperframe_runtime.schedule.costs import CostModel
 
 __all__ = ["FrameLoop", "TrainResult", "train"]
 
@@ -112,13 +122,16 @@ class FrameLoop:
         snapshot = checkpoint.resume_snapshot(config.checkpoint_dir) if config.checkpoint_dir else None
         saved = FramePlan.from_json(snapshot.plan) if snapshot is not None else None
 
-        # layer_split "measured": the first frames run the even split and time every op, then
+        # A measured layer split: the first frames run the even split and time every op, then
         # the layers are re-split (_repartition); a snapshot taken after that carries the profile.
         profile_json = snapshot.plan.get("layer_profile") if snapshot is not None else None
         profile = LayerProfile.from_json(profile_json) if profile_json else None
-        self._partitioning = config.layer_split == "measured" and profile is None
+        has_hook = self.spec.build_layers is not None and self.spec.num_layers >= 1
+        self._partitioning = config.measures_layer_split(has_hook) and profile is None
         self._partition_window: list[RankFrame] = []
-        if config.layer_split == "measured" and (self.spec.build_layers is None or self.spec.num_layers < 1):
+        self._first_look: tuple[CostModel, tuple[int, ...]] | None = None
+        """The first look's costs and split, while a second look runs (``two_look_profile``)."""
+        if config.layer_split == "measured" and not has_hook:
             raise ValueError(
                 "layer_split: 'measured' re-splits the model's layers, which needs the per-layer hook "
                 "(ModelSpec.build_layers and num_layers) in the model factory; add it or use 'even'"
@@ -135,6 +148,11 @@ class FrameLoop:
             self.plan = self.choice.next_plan()[1]
         elif saved is not None:
             self.plan = _resume_plan(saved, self.plan)
+        elif self._partitioning and self._measures_schedules:
+            # Time the even split on the placement the measured choice starts on: when the split
+            # stays, nothing moves after the partition frames.
+            candidates, torch_plans = candidate_plans(config)
+            self.plan = torch_plans.get(candidates[0].name, self.plan) if candidates else self.plan
 
         self._context = StageContext(
             config, self.spec, self.topology.pp_rank, self.groups, self.device, profile=profile
@@ -150,6 +168,8 @@ class FrameLoop:
         self.result = TrainResult(start_frame=self.frames_done, profile=profile)
         self._frames_on_plan = 0
         self._peaks = PlanPeaks()
+        # The first frame of a look warms up (torch's shape inference on fresh stages): untimed.
+        self._look_start = self.frames_done
 
     # ---- state the tests and checkpoints read ----------------------------------------------------
     @property
@@ -238,7 +258,7 @@ class FrameLoop:
             bool(config.trace_dir)
             or (step_ is not None and step_.gather)
             or replan_due
-            or (self._partitioning and frame > 0)  # frame 0 warms up
+            or (self._partitioning and frame > self._look_start)  # the look's first frame warms up
         )
         ranks: list[RankFrame] = []
         if need_records:
@@ -248,7 +268,7 @@ class FrameLoop:
         replan_s, planner_s = switch_s, 0.0
         if self._partitioning:
             self._partition_window.extend(ranks)
-            if self.frames_done >= PARTITION_FRAMES:
+            if self.frames_done >= self._look_start + PARTITION_FRAMES:
                 began = time.perf_counter()
                 self._repartition()
                 replan_s += time.perf_counter() - began
@@ -290,27 +310,66 @@ class FrameLoop:
         return metrics
 
     def _repartition(self) -> None:
-        """Re-split the layers by the costs measured on the even split (collective: every rank
-        computes the same profile from the same all-gathered records)."""
+        """Re-split the layers by the costs measured in the look that just ended (collective: every
+        rank computes the same profile from the same all-gathered records). After a first look
+        that moved layers on one stage per rank, the stages move and a second look follows
+        (``pipeline.partitioning.two_look_profile``); then the schedules are chosen."""
         placement = self.plan.placement
-        before = self.stages.boundaries or even_split(self.spec.num_layers, placement.num_stages)
-        profile = LayerProfile.measure(calibrate(self._partition_window, placement).costs, placement, before)
-        self._partitioning, self._partition_window = False, []
+        even = even_split(self.spec.num_layers, placement.num_stages)
+        before = self.stages.boundaries or even
+        costs = calibrate(self._partition_window, placement).costs
+        self._partition_window = []
+        first, self._first_look = self._first_look, None
+        profile = LayerProfile.measure(costs, placement, before)
+        if first is not None:
+            profile = two_look_profile(placement, first, (costs, before)) or self._context.profile or profile
+        slowdowns = [round(x, 2) for x in profile.rank_slowdown]
         self._context = replace(self._context, profile=profile)
         self.result.profile = profile
+        look = "second look" if first is not None else "first look"
+        after = profile.split_for(placement)
+        if first is None and second_look_tells(placement, before, after):
+            # Moved layers on one stage per rank: measure the new split too before choosing.
+            self.stages = self.stages.moved_to(self._context, placement, self.plan.orders)
+            self._first_look, self._look_start = (costs, before), self.frames_done
+            self._log_events(
+                (
+                    f"layer split {list(before)} -> {list(after)} on placement "
+                    f"{list(placement.stage_to_rank)}, from measured rank slowdowns {slowdowns} "
+                    f"({look}; {PARTITION_FRAMES} frames on it separate the first and last "
+                    "stages' extra cost from the layers')",
+                )
+            )
+            return
+        self._partitioning = False
         plan = self.plan
         if self._measures_schedules:  # the schedules are chosen on the new split
             self.choice = MeasuredChoice(self.config, is_reporter=self.is_reporter, forced=self._forced)
             plan = self.choice.next_plan()[1]
-        self.stages = self.stages.moved_to(self._context, plan.placement, plan.orders)
-        self.plan, self._frames_on_plan = plan, 0
-        self._log_events(
-            (
-                f"layer split {list(before)} -> {list(profile.split_for(placement))} on placement "
-                f"{list(placement.stage_to_rank)}, from measured rank slowdowns "
-                f"{[round(x, 2) for x in profile.rank_slowdown]}",
-            )
+        target = plan.placement
+        after = profile.split_for(target)
+        if target == placement and after == before:  # nothing moves: no stage rebuild
+            self.stages.executor.set_orders(plan.orders)
+        else:
+            self.stages = self.stages.moved_to(self._context, target, plan.orders)
+        base = even_split(self.spec.num_layers, target.num_stages)
+        where = f"on placement {list(target.stage_to_rank)}"
+        costs_of = profile.layer_costs
+        extras = (
+            f"; the first and last layers cost {costs_of[0] / costs_of[1]:.2f}x and "
+            f"{costs_of[-1] / costs_of[1]:.2f}x a middle one"
+            if first is not None and len(costs_of) > 2
+            else ""
         )
+        if after == base:
+            event = (
+                f"layer split {list(after)} kept {where}: the measured rank slowdowns {slowdowns}"
+                f"{extras} predict no split {SPLIT_MARGIN:.0%} faster ({look})"
+            )
+        else:
+            event = f"layer split {list(base)} -> {list(after)} {where}, from measured rank slowdowns {slowdowns}{extras} ({look})"
+        self.plan, self._frames_on_plan = plan, 0
+        self._log_events((event,))
 
     def _log_events(self, events: tuple[str, ...]) -> None:
         for event in events:

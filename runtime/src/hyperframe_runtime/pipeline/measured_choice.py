@@ -13,7 +13,8 @@ rank alike:
 - planning in a helper process of global rank 0 (``pipeline.replanner``) while frames go on; when
   its answer is in, rank 0 raises a flag in the per-frame summaries and broadcasts the plans, which
   every rank takes at the same frame;
-- torch schedules whose activation peak is over the byte budget are dropped (``pipeline.memory``).
+- torch schedules whose activation peak is over the byte budget are dropped (``pipeline.memory``);
+- each plan's activation peak in micro-batch activations per rank, the selector's tie-break.
 
 The frame loop calls :meth:`MeasuredChoice.next_plan` before a frame and :meth:`observe` after it.
 """
@@ -43,6 +44,7 @@ from hyperframe_runtime.pipeline.replanner import BackgroundPlanner, PlanOutcome
 from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import OpKind, Placement
+from hyperframe_runtime.schedule.simulate import memory_peaks
 
 __all__ = ["WINDOW_FRAMES", "FrameOutcome", "MeasuredChoice"]
 
@@ -87,6 +89,8 @@ class MeasuredChoice:
             self.plans[start] = saved
         self.selector = ScheduleSelector(candidates, replan_every=config.replan_every, start=start)
         self.selector.ready.update(forced or {})
+        for name, plan in self.plans.items():
+            self.selector.peaks[name] = _unit_peak(plan)
         self.planner = BackgroundPlanner() if is_reporter else None
         self.calibrations: dict[Placement, Calibration] = {}
         self._windows: dict[Placement, list[RankFrame]] = defaultdict(list)
@@ -217,6 +221,7 @@ class MeasuredChoice:
             plan = plan_from_outcome(self.config, outcome, replans=self._replans)
             self.plans[outcome.name] = plan
             selector.predicted[outcome.name] = self._predict(plan)
+            selector.peaks[outcome.name] = _unit_peak(plan)
             twin = next(
                 (
                     n
@@ -268,3 +273,10 @@ class MeasuredChoice:
         if self.planner is not None:
             self.planner.close()
             self.planner = None
+
+
+def _unit_peak(plan: FramePlan) -> float:
+    """The largest rank's activation peak of ``plan`` in stage activations (one unit per stage
+    and micro-batch): what the order alone holds, comparable between plans of one placement."""
+    unit = CostModel.uniform(plan.placement.num_stages)
+    return max(memory_peaks(plan.orders, plan.placement, unit)[1])

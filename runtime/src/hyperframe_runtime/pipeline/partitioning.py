@@ -1,10 +1,14 @@
 """Re-partition a model's layers from measured costs: the runtime half of ``schedule.partition``.
 
-With ``layer_split = "measured"`` the frame loop runs its first :data:`PARTITION_FRAMES` frames on
+With a measured layer split (``layer_split = "measured"``, or ``"auto"`` under the hyperframe policy)
+the frame loop runs its first :data:`PARTITION_FRAMES` frames on
 the even split and gathers every rank's op timings (``pipeline.calibration``). This module turns
 those measured per-stage costs into what the partitioner needs, per-layer costs and per-rank
 speeds (a :class:`LayerProfile`), and asks the partitioner for each placement's split (the V-aware
-one for a V, the exact one-stage-per-rank one otherwise). The frame loop then moves the stages to
+one for a V, the exact one-stage-per-rank one otherwise). A split is taken only when the profile
+predicts its slowest rank at least :data:`SPLIT_MARGIN` faster than the even split's; a re-split
+is kept for the whole run, so one made on timing noise would cost every later frame. The frame
+loop then moves the stages to
 that split (``StageSet.moved_to``: parameters and AdamW state are keyed by parameter name, which
 the split does not change, so training continues exactly) and saves the profile in every
 snapshot, so a resumed run rebuilds the same split.
@@ -15,6 +19,15 @@ slowdown is then its measured seconds per layer over all its stages, relative to
 rank, and a stage's reference cost is spread evenly over its layers (the embedding and the head
 ride on the first and last stage's layers). For models with unlike layers pass the layer costs
 yourself to :func:`~hyperframe_runtime.schedule.partition.vshape_partition`.
+
+**A second look** (:func:`two_look_profile`, one stage per rank). The first stage's embedding and
+the last stage's head and loss are not layers like the others: a large vocabulary makes the head
+cost several blocks, and the first look reads that as a slow last rank, so it moves too few
+blocks (the head stays where it is, whatever the split). When the first look moved layers, the
+frame loop measures :data:`PARTITION_FRAMES` more frames on the new split; each rank's layer count
+changed, so the two looks separate each rank's seconds per layer (the difference over the
+difference in layers) from the fixed extra of the first and last stage (the rest), and the
+partitioner splits again with the extras on the first and last layer.
 """
 
 from __future__ import annotations
@@ -30,17 +43,27 @@ from hyperframe_runtime.schedule.partition import partition_layers, vshape_parti
 
 __all__ = [
     "PARTITION_FRAMES",
+    "SPLIT_MARGIN",
     "LayerProfile",
     "can_partition",
     "even_split",
     "layer_costs_and_speeds",
     "repartition",
+    "second_look_tells",
     "split_spec",
+    "stage_seconds",
+    "two_look_profile",
 ]
 
 PARTITION_FRAMES: Final = 4
 """Frames on the even split before a measured re-split: one warm-up frame (torch's shape
 inference, first allocations) and three measured ones."""
+
+
+SPLIT_MARGIN: Final = 0.10
+"""The partitioner's split replaces the even one only when the measured profile predicts its
+slowest rank at least 10 % faster: over the 5 to 10 % by which three frames' per-rank timings
+swing on this project's shared CPU hosts."""
 
 
 def even_split(num_layers: int, num_stages: int) -> tuple[int, ...]:
@@ -59,6 +82,11 @@ def can_partition(placement: Placement) -> bool:
     )
 
 
+def stage_seconds(costs: CostModel) -> list[float]:
+    """Each stage's F + B seconds per micro-batch (a split backward's I + W counted as B)."""
+    return [costs.base_cost(s, OpKind.F) + costs.base_cost(s, OpKind.B) for s in range(costs.num_stages)]
+
+
 def layer_costs_and_speeds(
     costs: CostModel, placement: Placement, boundaries: Sequence[int]
 ) -> tuple[list[float], list[float]]:
@@ -70,22 +98,66 @@ def layer_costs_and_speeds(
             f"layer split {list(boundaries)}: has {len(boundaries) - 1} stages but the placement "
             f"has {placement.num_stages}; give one boundary more than there are stages"
         )
-    stage_seconds = [
-        costs.base_cost(s, OpKind.F) + costs.base_cost(s, OpKind.B) for s in range(placement.num_stages)
-    ]
+    seconds = stage_seconds(costs)
     per_layer = []
     for rank in range(placement.num_ranks):
         stages = placement.stages_of(rank)
         layers = sum(boundaries[s + 1] - boundaries[s] for s in stages)
-        per_layer.append(sum(stage_seconds[s] for s in stages) / layers)
+        per_layer.append(sum(seconds[s] for s in stages) / layers)
     fastest = min(per_layer)
     slowdown = [x / fastest if fastest > 0 else 1.0 for x in per_layer]
     layer_costs = []
     for s in range(placement.num_stages):
         count = boundaries[s + 1] - boundaries[s]
-        reference = stage_seconds[s] / slowdown[placement.rank_of(s)]
+        reference = seconds[s] / slowdown[placement.rank_of(s)]
         layer_costs.extend([reference / count] * count)
     return layer_costs, slowdown
+
+
+def second_look_tells(placement: Placement, first: Sequence[int], second: Sequence[int]) -> bool:
+    """Whether measuring ``second`` after ``first`` separates the extras (one stage per rank, and
+    the first and last rank's layer counts differ between the two splits)."""
+    p = placement.num_ranks
+    if p < 2 or placement != Placement.one_per_rank(p):
+        return False
+    return all(first[r + 1] - first[r] != second[r + 1] - second[r] for r in (0, p - 1))
+
+
+def two_look_profile(
+    placement: Placement,
+    first: tuple[CostModel, Sequence[int]],
+    second: tuple[CostModel, Sequence[int]],
+) -> LayerProfile | None:
+    """The profile of two measurements ``(per-stage costs, split)`` of one stage per rank on two
+    splits (see the module docstring); None where they cannot tell the extras apart: another
+    placement, the first or last rank kept its layer count, or noise left a rank's seconds per
+    layer at or below zero."""
+    (costs_a, split_a), (costs_b, split_b) = first, second
+    p = placement.num_ranks
+    if not second_look_tells(placement, split_a, split_b):
+        return None
+    t_a, t_b = stage_seconds(costs_a), stage_seconds(costs_b)
+    n_a = [split_a[r + 1] - split_a[r] for r in range(p)]
+    n_b = [split_b[r + 1] - split_b[r] for r in range(p)]
+    per_layer = []
+    for r in range(p):
+        if n_a[r] != n_b[r]:
+            beta = (t_a[r] - t_b[r]) / (n_a[r] - n_b[r])
+        else:  # a middle rank (no extra) that kept its layers: seconds over layers
+            beta = (t_a[r] + t_b[r]) / (n_a[r] + n_b[r])
+        if beta <= 0:
+            return None
+        per_layer.append(beta)
+
+    def extra(r: int) -> float:
+        return max(0.0, (t_a[r] - per_layer[r] * n_a[r] + t_b[r] - per_layer[r] * n_b[r]) / 2)
+
+    fastest = min(per_layer)
+    slowdown = [x / fastest for x in per_layer]
+    layer_costs = [fastest] * split_a[-1]
+    layer_costs[0] += extra(0) / slowdown[0]
+    layer_costs[-1] += extra(p - 1) / slowdown[p - 1]
+    return LayerProfile(tuple(layer_costs), tuple(slowdown))
 
 
 def repartition(
@@ -132,9 +204,23 @@ class LayerProfile:
                 f"placement {list(placement.stage_to_rank)}: has {placement.num_ranks} ranks but the "
                 f"layer profile was measured on {len(self.rank_slowdown)}"
             )
+        even = even_split(len(self.layer_costs), placement.num_stages)
         if not can_partition(placement):
-            return even_split(len(self.layer_costs), placement.num_stages)
-        return repartition(placement, self.layer_costs, self.rank_slowdown)
+            return even
+        split = repartition(placement, self.layer_costs, self.rank_slowdown)
+        if self.slowest_rank_s(placement, split) > (1 - SPLIT_MARGIN) * self.slowest_rank_s(placement, even):
+            return even
+        return split
+
+    def slowest_rank_s(self, placement: Placement, boundaries: Sequence[int]) -> float:
+        """The profile's F + B seconds per micro-batch of the busiest rank of ``placement`` when
+        its stages hold the layers of ``boundaries``."""
+        load = [0.0] * placement.num_ranks
+        for stage in range(placement.num_stages):
+            rank = placement.rank_of(stage)
+            layers = self.layer_costs[boundaries[stage] : boundaries[stage + 1]]
+            load[rank] += self.rank_slowdown[rank] * sum(layers)
+        return max(load)
 
     def to_json(self) -> dict[str, Any]:
         return {"layer_costs": list(self.layer_costs), "rank_slowdown": list(self.rank_slowdown)}

@@ -15,7 +15,11 @@ policy treats its own plans and torch's schedules as candidates and keeps the fa
 2. **Exploit.** The fastest (by :func:`_estimate`) wins and every following frame runs it; a
    candidate on another placement than the first one explored must be :data:`PLACEMENT_MARGIN`
    faster than the best there (a choice across placements is made from frames measured at
-   different times and is not re-checked later, step 4). When the winner is not
+   different times and is not re-checked later, step 4). Candidates on the winner's placement
+   that measured within :data:`TIE_MARGIN` of it are a tie at what three frames can tell apart:
+   of those, the one with the lowest predicted activation peak runs (1F1B's p micro-batches in
+   flight rather than GPipe's m), and the paired re-checks of step 4 take over from there. When
+   the winner is not
    the planner's plan the log says so, with the measured and predicted frame times of both.
 3. **Re-check on drift.** Each frame every rank compares its measured op costs with those the
    running schedule was measured or planned with. When the largest relative drift exceeds
@@ -31,10 +35,13 @@ policy treats its own plans and torch's schedules as candidates and keeps the fa
    often within a few per cent of each other, on a host whose frames swing by more. While
    exploiting, one frame in :data:`RECHECK_EVERY` runs the best other measured schedule on the
    winner's placement (an order swap, no stage move) and compares it with the winner's frames
-   just before and after it: a paired ratio, which a load change hits on both sides alike. When
-   the median of the last :data:`RECHECK_PAIRS` ratios is below ``1 - RECHECK_MARGIN`` the
-   runner-up becomes the winner; above ``1 + RECHECK_MARGIN``, or after :data:`RECHECK_LIMIT`
-   pairs, it is not re-checked again.
+   just before and after it: a paired ratio, which a load change hits on both sides alike. From
+   :data:`RECHECK_PAIRS` pairs on, the ratios are tested (:func:`paired_verdict`: their median
+   log ratio, give or take one robust standard error): when the whole band is below
+   ``1 - RECHECK_MARGIN`` the runner-up becomes the winner; when it is above ``1 +
+   RECHECK_MARGIN``, or after :data:`RECHECK_LIMIT` pairs, it is not re-checked again. A single
+   noisy pair cannot switch the schedule: on this project's CPU hosts one pair swings by 5 to
+   10 %, more than the differences being decided.
 
 All ranks feed the selector the same numbers (the slowest rank's frame time, all-gathered), so
 they make the same choice in the same frame. This module is pure: no torch, no collectives.
@@ -42,6 +49,7 @@ they make the same choice in the same frame. This module is pure: no torch, no c
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,9 +68,11 @@ __all__ = [
     "RECHECK_LIMIT",
     "RECHECK_MARGIN",
     "RECHECK_PAIRS",
+    "TIE_MARGIN",
     "Candidate",
     "ScheduleSelector",
     "Step",
+    "paired_verdict",
 ]
 
 MEASURED_FRAMES: Final = 3
@@ -91,14 +101,39 @@ DRIFT_FRAMES_MAX: Final = 80
 RECHECK_EVERY: Final = 10
 """While exploiting, one frame in this many re-checks the runner-up on the winner's placement."""
 RECHECK_PAIRS: Final = 3
-"""Paired re-checks whose median ratio decides (see the module docstring)."""
+"""Paired re-checks before the first decision (see :func:`paired_verdict`)."""
 RECHECK_MARGIN: Final = 0.02
 """A runner-up must be 2 % faster than the winner in paired frames to take over; 2 % slower and
 it is not re-checked again."""
-RECHECK_LIMIT: Final = 9
-"""Paired re-checks of one runner-up at most: a tie within the margin stops costing frames."""
+RECHECK_LIMIT: Final = 15
+"""Paired re-checks of one runner-up at most: a tie within the margin stops costing frames (one
+frame in :data:`RECHECK_EVERY`, at a pace within the margin of the winner's)."""
+TIE_MARGIN: Final = 0.03
+"""Candidates on one placement whose exploring estimates are within 3 % are a tie: three frames
+each cannot order them on a host whose frames swing by 5 to 10 %."""
 _RECENT: Final = 5
 """Frames of the winner's recent history that a challenger is compared against."""
+
+
+def paired_verdict(ratios: Sequence[float], margin: float = RECHECK_MARGIN) -> int:
+    """-1 when paired frame ratios (challenger / winner) show the challenger faster by more than
+    ``margin``, +1 when they show it slower by more than ``margin``, 0 while undecided.
+
+    The centre is the median of the log ratios and the band one robust standard error either
+    side (1.4826 x the median absolute deviation, x 1.253 / sqrt(n), the standard error of a
+    median): a burst of load that hits one frame of a pair makes one outlier, which moves neither.
+    """
+    if not ratios:
+        return 0
+    logs = [math.log(r) for r in ratios]
+    centre = statistics.median(logs)
+    spread = 1.4826 * statistics.median(abs(x - centre) for x in logs)
+    band = 1.253 * spread / math.sqrt(len(logs))
+    if centre + band < math.log(1 - margin):
+        return -1
+    if centre - band > math.log(1 + margin):
+        return 1
+    return 0
 
 
 def _estimate(times: Sequence[float]) -> float:
@@ -147,6 +182,9 @@ class ScheduleSelector:
     """Resume: the schedule to exploit from the first frame, skipping exploration."""
     times: dict[str, list[float]] = field(default_factory=dict)
     predicted: dict[str, float] = field(default_factory=dict)
+    peaks: dict[str, float] = field(default_factory=dict)
+    """Each candidate's predicted activation peak (the largest rank's, in any one unit for all
+    candidates of a placement): the tie-break of :data:`TIE_MARGIN`."""
     ready: set[str] = field(default_factory=set)
     """Candidates that have a plan (torch's always do; the planner's once planned)."""
     calibrated: set[Placement] = field(default_factory=set)
@@ -342,21 +380,24 @@ class ScheduleSelector:
         pairs.append(frame_s / statistics.mean(around))
         if len(pairs) < RECHECK_PAIRS:
             return
-        ratio = statistics.median(pairs[-RECHECK_PAIRS:])
-        if ratio < 1 - RECHECK_MARGIN:
+        verdict = paired_verdict(pairs)
+        ratio = statistics.median(pairs)
+        if verdict < 0:
             self.events.append(
                 f"re-check: {name} ran {100 * (1 - ratio):.1f}% faster than {self.winner} in paired "
-                f"frames (median ratio {ratio:.3f} over {RECHECK_PAIRS}); running {name}"
+                f"frames (median ratio {ratio:.3f} over {len(pairs)}); running {name}"
             )
             self._pairs.pop(name)
             self.times[name].append(frame_s)
             self.times.setdefault(self.winner, []).extend(self._recent)
             self.winner, self._recent = name, [frame_s]
-        elif ratio > 1 + RECHECK_MARGIN or len(pairs) >= RECHECK_LIMIT:
+        elif verdict > 0 or len(pairs) >= RECHECK_LIMIT:
             self._settled.add(name)
             self.events.append(
                 f"re-check: {name} stays behind {self.winner} (median paired ratio {ratio:.3f} over "
-                f"{len(pairs[-RECHECK_PAIRS:])} re-checks); not re-checked again"
+                f"{len(pairs)} re-checks"
+                + ("" if verdict > 0 else f", within {RECHECK_MARGIN:.0%}: a tie")
+                + "); not re-checked again"
             )
 
     def needs_planning(self) -> list[str]:
@@ -425,6 +466,7 @@ class ScheduleSelector:
         if not measured:
             measured = {n: _estimate(t) for n, t in self.times.items() if t}
         self.winner = min(measured, key=lambda n: measured[n])
+        self._break_tie(measured)
         home = self.candidates[0].placement
         at_home = [n for n in measured if self.placement_of(n) == home]
         if at_home and self.placement_of(self.winner) != home:
@@ -443,6 +485,26 @@ class ScheduleSelector:
             for name in planned:
                 self.events.append(self._loss_reason(name, self.winner, measured))
         return self.winner
+
+    def _break_tie(self, measured: dict[str, float]) -> None:
+        """Of the candidates on the winner's placement within :data:`TIE_MARGIN` of it, run the
+        one with the lowest predicted activation peak (see the module docstring)."""
+        place, best = self.placement_of(self.winner), measured[self.winner]
+        tied = [
+            n for n in measured if self.placement_of(n) == place and measured[n] <= (1 + TIE_MARGIN) * best
+        ]
+        if len(tied) < 2 or any(n not in self.peaks for n in tied):
+            return
+        lean = min(tied, key=lambda n: (self.peaks[n], measured[n]))
+        if lean == self.winner or self.peaks[lean] >= self.peaks[self.winner]:
+            return
+        self.events.append(
+            f"{lean} and {self.winner} measured within {TIE_MARGIN:.0%} ({1e3 * measured[lean]:.1f} "
+            f"and {1e3 * best:.1f} ms): a tie at this precision; {lean} has the lower activation "
+            f"peak ({self.peaks[lean]:g} against {self.peaks[self.winner]:g} micro-batch "
+            "activations per rank), paired re-checks decide from here"
+        )
+        self.winner = lean
 
     def _settle_challenge(self, name: str) -> None:
         challenger_t = _estimate(self.times[name])
