@@ -97,7 +97,7 @@ ROWS: dict[str, Row] = {
         {"n_layers": 8, "d_model": 128, "n_heads": 4, "vocab_size": 512, "seq_len": 64},
         8,
         4,
-        48,
+        100,
     ),
     # A large vocabulary: the last stage's head and loss cost about five blocks, so the even split
     # leaves rank 1 with twice rank 0's work. Where the measured layer split should win.
@@ -108,7 +108,7 @@ ROWS: dict[str, Row] = {
         {"n_layers": 8, "d_model": 64, "n_heads": 4, "vocab_size": 16384, "seq_len": 32},
         4,
         2,
-        60,
+        100,
     ),
     # One slow rank: where the measured layer split should win.
     "slow-rank": Row(
@@ -118,7 +118,7 @@ ROWS: dict[str, Row] = {
         {"n_layers": 8, "d_model": 32, "n_heads": 2, "vocab_size": 64, "seq_len": 16},
         4,
         2,
-        30,
+        60,
         slow_rank_sleep_ms=3.0,
     ),
 }
