@@ -132,3 +132,27 @@ def test_a_measured_layer_split_stays_exact_and_resumes_on_the_same_split(tmp_pa
     assert b["start"] == 5 and b["events"] == []
     assert b["boundaries"] == a["boundaries"]
     assert b["losses"] == pytest.approx(a["losses"][5:], abs=1e-6)
+
+
+def test_a_heavy_head_gets_a_second_look_and_training_stays_exact(tmp_path: Path) -> None:
+    """A head over a 16384-token vocabulary costs several blocks: the first look (alike layers)
+    reads a slow last rank and moves blocks off it; the second look, on the new split, separates
+    the head's fixed cost and moves at least as many. Losses stay those of unpipelined AdamW."""
+    full = {
+        **_config(tmp_path / "heavy"),
+        "vocab_size": 16384,
+        "n_layers": 8,
+        "policy": "1f1b",
+        "layer_split": "measured",
+        "frames": 9,
+    }
+    run_harness(2, [{"kind": "train", "name": "heavy", "config": full}], tmp_path)
+    result = json.loads((tmp_path / "heavy.json").read_text())
+
+    first, second = result["events"]
+    assert first.startswith("frame 4: layer split [0, 4, 8] -> [0, ") and "(first look;" in first
+    moved_first = int(first.split("-> [0, ")[1].split(",")[0])
+    assert second.startswith("frame 8: layer split [0, 4, 8] -> [0, ") and second.endswith("(second look)")
+    assert "the first and last layers cost" in second
+    assert result["boundaries"][1] >= moved_first > 4  # the second look moves at least as many
+    assert result["losses"] == pytest.approx(reference_losses(TrainConfig.from_dict(full)), abs=TOLERANCE)

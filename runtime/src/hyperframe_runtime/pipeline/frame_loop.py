@@ -362,9 +362,10 @@ class FrameLoop:
             else ""
         )
         if after == base:
+            verb = "kept" if after == before or target != placement else f"back from {list(before)}"
             event = (
-                f"layer split {list(after)} kept {where}: the measured rank slowdowns {slowdowns}"
-                f"{extras} predict no split {SPLIT_MARGIN:.0%} faster ({look})"
+                f"layer split {list(after)} {verb} {where}: the measured rank slowdowns {slowdowns}"
+                f"{extras} predict no split {SPLIT_MARGIN:.0%} faster than the even one ({look})"
             )
         else:
             event = f"layer split {list(base)} -> {list(after)} {where}, from measured rank slowdowns {slowdowns}{extras} ({look})"
