@@ -17,6 +17,7 @@ BENCHES: tuple[str, ...] = (
     "uneven_ranks",
     "smoke_gate",
     "real_cpu",
+    "split_backward",
     "render_scale",
     "cluster_startup",
     "operator_scale",

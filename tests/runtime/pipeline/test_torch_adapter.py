@@ -31,3 +31,28 @@ def test_orders_convert_to_torch_actions_and_reject_comm_ops() -> None:
     assert [str(a) for a in converted[0]] == ["0F0", "0I0", "0W0"]
     with pytest.raises(ScheduleError, match="comm action"):
         to_torch_orders({0: [Action(0, OpKind.SEND_F, 0)]})
+
+
+def test_split_backward_gives_the_fused_gradients() -> None:
+    """The I + W passes torch's split stages run leave the same gradients as one fused B."""
+    import torch
+    from hyperframe_runtime.config import TrainConfig
+    from hyperframe_runtime.models.gpt import GPTStage
+    from hyperframe_runtime.pipeline.torch_adapter import split_backward
+
+    stage = GPTStage(TrainConfig(pipeline=2, n_layers=4, d_model=32, n_heads=2), 1, 3, layers=range(2))
+    x = torch.randn(2, 8, 32)
+    grad = torch.randn_like(x)
+    grads = []
+    for split in (False, True):
+        stage.zero_grad(set_to_none=True)
+        (forward_s, first_s, second_s), input_grad = split_backward(
+            stage, x.clone().requires_grad_(True), grad, split=split
+        )
+        assert forward_s > 0 and first_s > 0 and (second_s > 0) == split
+        grads.append(
+            [input_grad.clone()] + [p.grad.clone() for p in stage.parameters() if p.grad is not None]
+        )
+    assert len(grads[0]) == len(grads[1]) == 1 + len(list(stage.parameters()))
+    for fused, parts in zip(*grads, strict=True):
+        torch.testing.assert_close(parts, fused)

@@ -28,6 +28,7 @@ __all__ = [
     "check_torch_version",
     "from_torch_action",
     "is_tested_torch",
+    "split_backward",
     "timed_stage",
     "to_torch_action",
     "to_torch_orders",
@@ -307,3 +308,34 @@ def timed_stage(
 # ---------------------------------------------------------------------------------------------
 # End of the executor section.
 # ---------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------
+# The backward passes torch's stages run: fused (B) or split into input (I) and weight (W)
+# gradients, as ZBV and the planner's split plans run them (``bench.split_backward``).
+# ---------------------------------------------------------------------------------------------
+def split_backward(
+    module: Any, stage_input: Any, output_grad: Any, *, split: bool
+) -> tuple[tuple[float, float, float], Any]:
+    """Run ``module`` forward on ``stage_input`` and back from ``output_grad`` the way torch's
+    pipeline stage does: one fused backward, or the input-gradient pass then the weight-gradient
+    pass. Returns the seconds ``(forward, backward or I, W or 0.0)`` on the host clock (CPU) and
+    the gradient of ``stage_input``; the parameters' gradients are left in ``.grad``."""
+    import time
+
+    from torch.distributed.pipelining._backward import (
+        stage_backward,
+        stage_backward_input,
+        stage_backward_weight,
+    )
+
+    began = time.perf_counter()
+    output = module(stage_input)
+    forwarded = time.perf_counter()
+    if not split:
+        grads = stage_backward([output], [output_grad], [stage_input])
+        return (forwarded - began, time.perf_counter() - forwarded, 0.0), grads[0]
+    input_grads, groups = stage_backward_input([output], [output_grad], [stage_input], module.parameters())
+    input_done = time.perf_counter()
+    stage_backward_weight(module.parameters(), groups)
+    return (forwarded - began, input_done - forwarded, time.perf_counter() - input_done), input_grads[0]
