@@ -399,7 +399,7 @@ class ScheduleSelector:
             self.events.append(
                 f"re-check: {name} stays behind {self.winner} (median paired ratio {ratio:.3f} over "
                 f"{len(pairs)} re-checks"
-                + ("" if verdict > 0 else f", within {RECHECK_MARGIN:.0%}: a tie")
+                + ("" if verdict > 0 else f", no verdict at the {RECHECK_MARGIN:.0%} margin")
                 + "); not re-checked again"
             )
 
