@@ -108,16 +108,23 @@ class StageSet:
     def moved_to(self, context: StageContext, placement: Placement, orders: Orders) -> StageSet:
         """This pipeline's parameters and optimizer state on ``placement`` and the layer split of
         ``context`` (collective over the pipeline group; every pipeline rank calls it with the
-        same placement and context)."""
+        same placement and context).
+
+        A pipeline's stages hold each parameter on exactly one rank, so a rank keeps what its new
+        stages hold and sends only the rest: a re-split that moves two blocks sends two blocks'
+        parameters and AdamW state, not the whole model."""
         pp_group = context.groups.pp_group
+        new = StageSet.build(context, placement, orders)
+        kept = {name for module in new.modules.values() for name, _ in module.named_parameters()}
+        mine = self.named_state()
+        leaving = {name: entry for name, entry in mine.items() if name not in kept}
         gathered: list[dict[str, tuple[torch.Tensor, dict[str, Any]]] | None] = [None] * dist.get_world_size(
             pp_group
         )
-        dist.all_gather_object(gathered, self.named_state(), group=pp_group)
-        merged: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}
+        dist.all_gather_object(gathered, leaving, group=pp_group)
+        merged = dict(mine)
         for part in gathered:
             merged.update(part or {})
-        new = StageSet.build(context, placement, orders)
         device = context.device
         with torch.no_grad():
             for module in new.modules.values():
