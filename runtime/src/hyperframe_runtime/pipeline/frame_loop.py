@@ -185,6 +185,11 @@ class FrameLoop:
         return self.stages.executor
 
     @property
+    def stage_context(self) -> StageContext:
+        """What building this rank's stages takes (config, model, groups, device, layer profile)."""
+        return self._context
+
+    @property
     def _measures_schedules(self) -> bool:
         """The hyperframe policy chooses schedules by measurement (``replan_every`` > 0)."""
         return self.config.policy == "hyperframe" and self.config.replan_every > 0
