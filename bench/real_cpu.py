@@ -254,6 +254,12 @@ def median_ci(values: list[float], z: float = 1.96) -> tuple[float, float]:
     return ordered[low], ordered[high]
 
 
+def _reference(winner: str, best_torch: str) -> str:
+    """The torch run to pair hyperframe's frames with: the schedule it settled on, where that is
+    torch's (its own split or plan otherwise: then the best torch schedule)."""
+    return winner if winner in TORCH_POLICIES else best_torch
+
+
 def _steady_ratio(run: dict[str, Any], best_torch: str) -> float | None:
     """The paired ratio over the frames after exploring where hyperframe ran ``best_torch``'s own
     schedule: what the policy's machinery costs per frame beyond the schedule it runs."""
@@ -269,6 +275,32 @@ def _steady_ratio(run: dict[str, Any], best_torch: str) -> float | None:
         if schedule == best_torch and not exploring
     ]
     return round(statistics.median(pairs), 3) if len(pairs) >= 5 else None
+
+
+def paired_explore_cost(
+    mine: list[float], theirs: list[float], exploring: list[bool], boundary_s: list[float], horizon: int = 100
+) -> tuple[float, float]:
+    """What exploring cost in the first ``horizon`` frames, paired: (seconds, share of a
+    ``horizon``-frame run at the steady pace).
+
+    ``theirs`` is a torch schedule run in the same rounds. Each exploring frame is charged what it
+    took beyond ``rho`` x the same round's torch frame, ``rho`` being the median ratio of the
+    non-exploring frames of the second half (the policy's steady pace against that schedule),
+    and every frame's boundary seconds (stage moves, plans, calibration) are charged in full. A
+    burst of load, and the first frames' own slowness that every run pays (allocator and cache
+    warm-up), hit both sides of a round alike, so they do not count as exploring. The first
+    frame (torch's shape inference, paid by every policy) is left out.
+    """
+    n = min(horizon, len(mine))
+    steady = [
+        a / b
+        for i, (a, b, e) in enumerate(zip(mine, theirs, exploring, strict=True))
+        if i >= len(mine) // 2 and not e
+    ]
+    rho = statistics.median(steady) if steady else 1.0
+    cost = sum(mine[i] - rho * theirs[i] for i in range(1, n) if exploring[i]) + sum(boundary_s[:n])
+    pace = rho * statistics.median(theirs[1:])
+    return cost, cost / (horizon * pace)
 
 
 def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
@@ -309,6 +341,15 @@ def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
                 "winner": run["winner"],
                 "exploring_frames": sum(run["exploring"]),
                 "explore_share_of_100_frames": round(run["explore_cost_s"] / (100 * pace), 4),
+                "explore_paired_share_of_100_frames": round(
+                    paired_explore_cost(
+                        run["frame_s"]["hyperframe"],
+                        run["frame_s"][_reference(run["winner"], best_torch)],
+                        run["exploring"],
+                        run["replan_s"],
+                    )[1],
+                    4,
+                ),
                 "predicted_ms": round(1e3 * statistics.median(p for p, _ in after), 2) if after else None,
                 "measured_ms": round(1e3 * statistics.median(g for _, g in after), 2) if after else None,
                 "events": run["events"],
@@ -375,8 +416,9 @@ def _print(result: dict[str, Any]) -> None:
             f"noise floor: {CONTROL} / 1f1b {rep['control_paired_ratio']:.3f}, 95% CI "
             f"{rep['control_ci'][0]:.3f}-{rep['control_ci'][1]:.3f}); "
             f"ran {rep['winner']} after "
-            f"{rep['exploring_frames']} exploring frames costing {100 * rep['explore_share_of_100_frames']:.1f}% "
-            f"of a 100-frame run; steady state predicted {rep['predicted_ms']} ms vs measured {rep['measured_ms']} ms"
+            f"{rep['exploring_frames']} exploring frames costing {100 * rep['explore_paired_share_of_100_frames']:.1f}% "
+            f"of a 100-frame run paired with torch's frames of the same rounds "
+            f"({100 * rep['explore_share_of_100_frames']:.1f}% by the runtime's own estimate); steady state predicted {rep['predicted_ms']} ms vs measured {rep['measured_ms']} ms"
         )
         for event in rep["events"]:
             print(f"      {event}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from bench.real_cpu import _paired, median_ci
+import pytest
+
+from bench.real_cpu import _paired, median_ci, paired_explore_cost
 
 
 def test_median_ci_takes_the_binomial_order_statistics() -> None:
@@ -25,3 +27,26 @@ def test_median_ci_covers_the_true_median_about_95_percent_of_the_time() -> None
 
 def test_paired_ratios_skip_the_first_round_and_pair_by_round() -> None:
     assert _paired([9.0, 2.0, 3.0], [1.0, 4.0, 3.0]) == [0.5, 1.0]
+
+
+def test_paired_explore_cost_charges_only_what_exploring_frames_took_beyond_the_steady_pace() -> None:
+    # Every run's first 10 frames are slow (warm-up), the torch run's as much as the policy's:
+    # not an exploring cost. Frames 1-4 explore at the steady pace, frames 5-6 at 1.5x it.
+    theirs = [1.0] + [2.0 if i < 10 else 1.0 for i in range(1, 40)]
+    mine = [0.9 * t for t in theirs]  # steady: 0.9 of torch's
+    mine[5] *= 1.5
+    mine[6] *= 1.5
+    exploring = [i < 7 for i in range(40)]
+    boundary = [0.0] * 40
+    boundary[3] = 0.25  # a stage move
+    cost, share = paired_explore_cost(mine, theirs, exploring, boundary)
+    assert cost == pytest.approx(0.5 * 0.9 * 2.0 * 2 + 0.25)
+    assert share == pytest.approx(cost / (100 * 0.9 * 1.0))
+
+
+def test_paired_explore_cost_counts_the_first_horizon_frames_only() -> None:
+    theirs = [1.0] * 300
+    mine = [1.1 if 150 <= i < 160 else 1.0 for i in range(300)]
+    exploring = [150 <= i < 160 for i in range(300)]
+    cost, _ = paired_explore_cost(mine, theirs, exploring, [0.0] * 300)
+    assert cost == 0.0
