@@ -179,6 +179,22 @@ def test_a_second_look_needs_the_end_ranks_to_change_and_one_stage_per_rank() ->
     assert not second_look_tells(Placement.vshape(2), (0, 2, 4, 6, 8), (0, 3, 4, 5, 8))
     costs = _stage_costs([2.0, 2.0, 2.0])
     assert two_look_profile(one, (costs, (0, 2, 4, 6)), (costs, (0, 2, 3, 6))) is None
-    # Noise that makes a rank's seconds per layer non-positive gives no profile either.
-    same = _stage_costs([2.0, 2.0, 2.0])
-    assert two_look_profile(one, (same, (0, 2, 4, 6)), (same, (0, 3, 5, 6))) is None
+    # Nor do two looks whose times hardly change on any rank: no rank's pace can be told.
+    two = Placement.one_per_rank(2)
+    same = _stage_costs([2.0, 2.0])
+    assert two_look_profile(two, (same, (0, 4, 8)), (same, (0, 5, 8))) is None
+
+
+def test_a_rank_whose_two_times_hardly_differ_runs_at_the_others_pace() -> None:
+    """A heavy head (5.5 blocks) on equal ranks, and the second look's last stage measured 10 %
+    slow: its two times then differ by 7 % of their sum, too little to tell its pace (taken alone,
+    a block on it would read 0.63 of one on the first rank). It runs at the first rank's pace, the
+    head's cost absorbs the noise, and the split is the true one."""
+    one = Placement.one_per_rank(2)
+    even, moved = (0, 4, 8), (0, 6, 8)
+    noisy = _stage_costs([6.0, 1.1 * (2.0 + 5.5)])
+    profile = two_look_profile(one, (_measured(even, [1.0, 1.0], 0.0, 5.5), even), (noisy, moved))
+    assert profile is not None
+    assert profile.rank_slowdown == pytest.approx([1.0, 1.0])
+    assert profile.layer_costs[-1] == pytest.approx(1.0 + (5.5 + 1.1 * 7.5 - 2.0) / 2)
+    assert profile.split_for(one) == (0, 7, 8)

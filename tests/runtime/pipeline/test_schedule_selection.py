@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hyperframe_runtime.pipeline.selection import RECHECK_FIRST_EVERY
 from pipeline_reference import run_harness
 
 pytestmark = pytest.mark.slow
@@ -58,9 +59,15 @@ def test_a_forced_bad_plan_is_abandoned_for_the_faster_measured_schedule(tmp_pat
     assert winner in ("1f1b", "gpipe")  # the same overlap here; either may measure faster
     lost = [e for e in run["events"] if "hyperframe-1 lost" in e]
     assert lost and "measured" in lost[0] and f"training runs on {winner}" in lost[0]
-    # After exploring, every frame runs the winner.
-    last_explore = max(i for i, e in enumerate(run["exploring"]) if e)
-    assert set(run["schedules"][last_explore + 1 :]) == {winner}
-    assert last_explore < frames - 2
+    # After exploring, every frame runs the winner, but for paired re-checks of the runner-up
+    # (exploring frames, one in RECHECK_FIRST_EVERY at first).
+    explored = next(e for e in run["events"] if ": explored " in e)
+    decided = int(explored.split(":")[0].removeprefix("frame "))
+    assert decided < frames - 2
+    after = list(zip(run["schedules"][decided:], run["exploring"][decided:], strict=True))
+    assert {name for name, exploring in after if not exploring} == {winner}
+    rechecks = [name for name, exploring in after if exploring]
+    assert set(rechecks) <= {"1f1b", "gpipe"} - {winner}
+    assert len(rechecks) <= (len(after) + RECHECK_FIRST_EVERY) // (RECHECK_FIRST_EVERY + 1)
     # Switching schedules never changes the training: the losses equal plain 1F1B's.
     assert run["losses"] == pytest.approx(plain["losses"], abs=1e-6)

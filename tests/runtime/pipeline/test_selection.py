@@ -14,6 +14,7 @@ from hyperframe_runtime.pipeline.selection import (
     MEASURED_FRAMES,
     PLACEMENT_MARGIN,
     RECHECK_EVERY,
+    RECHECK_FIRST_EVERY,
     RECHECK_LIMIT,
     RECHECK_PAIRS,
     TIE_MARGIN,
@@ -176,8 +177,9 @@ def _exploit(
 def test_a_runner_up_that_is_really_faster_takes_over_by_paired_rechecks() -> None:
     selector, _ = _pair_selector()
     # Exploring measured it 4 % slower, but it is 8 % faster; the host's load doubles in bursts.
+    # The first verdict comes after RECHECK_PAIRS re-checks one frame in RECHECK_FIRST_EVERY.
     ran = _exploit(
-        selector, {"1f1b": 0.050, "gpipe": 0.046}, RECHECK_PAIRS * (RECHECK_EVERY + 1) + 5, load=2.0
+        selector, {"1f1b": 0.050, "gpipe": 0.046}, RECHECK_PAIRS * (RECHECK_FIRST_EVERY + 1) + 5, load=2.0
     )
     assert ran.count("gpipe") >= RECHECK_PAIRS and selector.winner == "gpipe"
     switched = [e for e in selector.events if e.startswith("re-check: gpipe ran")]
@@ -293,15 +295,16 @@ def test_paired_verdict_needs_the_whole_band_past_the_margin(ratios: list[float]
     assert paired_verdict(ratios) == verdict
 
 
-@pytest.mark.parametrize(("gpipe_pace", "most_switches"), [(1.0, 25), (1.03, 12)])
+@pytest.mark.parametrize(("gpipe_pace", "most_switches"), [(1.0, 100), (1.03, 40)])
 def test_noisy_rechecks_seldom_switch_to_a_schedule_that_is_not_faster(
     gpipe_pace: float, most_switches: int
 ) -> None:
-    """100 seeded runs, frames swinging +-15 % at random: a paired re-check switches to a tied or
-    3 %-slower runner-up in at most ``most_switches`` of them (the median of the last 3 ratios
-    against a 2 % margin, the rule before :func:`paired_verdict`, switched in 36 and 16)."""
+    """400 seeded runs, frames swinging +-15 % at random: a paired re-check switches to a tied or
+    3 %-slower runner-up in at most a quarter and a tenth of them (about 19 % and 6.5 % over 1000
+    seeds; the median of the last 3 ratios against a 2 % margin, the rule before
+    :func:`paired_verdict`, switched in 36 and 16 of 100)."""
     switches = 0
-    for seed in range(100):
+    for seed in range(400):
         rng = random.Random(seed)
         selector, _ = _pair_selector()
         for _ in range((RECHECK_LIMIT + 2) * (RECHECK_EVERY + 1)):

@@ -27,12 +27,18 @@ blocks (the head stays where it is, whatever the split). When the first look mov
 frame loop measures :data:`PARTITION_FRAMES` more frames on the new split; each rank's layer count
 changed, so the two looks separate each rank's seconds per layer (the difference over the
 difference in layers) from the fixed extra of the first and last stage (the rest), and the
-partitioner splits again with the extras on the first and last layer.
+partitioner splits again with the extras on the first and last layer. A difference is only as
+good as its size against the noise: where a heavy head keeps a rank's times close (12 block-costs
+on the last rank, then 10), a few per cent of noise could read as a rank several times faster or
+slower. A rank whose two times differ by less than :data:`RELIABLE_DIFFERENCE` of their sum is
+taken to run at the median pace of the ranks whose difference is larger (the layers are alike,
+and so, unless measured otherwise, are the ranks).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -43,6 +49,7 @@ from hyperframe_runtime.schedule.partition import partition_layers, vshape_parti
 
 __all__ = [
     "PARTITION_FRAMES",
+    "RELIABLE_DIFFERENCE",
     "SPLIT_MARGIN",
     "LayerProfile",
     "can_partition",
@@ -55,6 +62,9 @@ __all__ = [
     "two_look_profile",
 ]
 
+RELIABLE_DIFFERENCE: Final = 0.10
+"""A rank's seconds per layer come from its two looks when their times differ by at least 10 % of
+their sum: a 3 % error in either time is then at most a 30 % error in the pace."""
 PARTITION_FRAMES: Final = 4
 """Frames on the even split before a measured re-split: one warm-up frame (torch's shape
 inference, first allocations) and three measured ones."""
@@ -130,8 +140,9 @@ def two_look_profile(
 ) -> LayerProfile | None:
     """The profile of two measurements ``(per-stage costs, split)`` of one stage per rank on two
     splits (see the module docstring); None where they cannot tell the extras apart: another
-    placement, the first or last rank kept its layer count, or noise left a rank's seconds per
-    layer at or below zero."""
+    placement, the first or last rank kept its layer count, no rank's times differ enough to
+    tell its pace (:data:`RELIABLE_DIFFERENCE`), or noise left a rank's seconds per layer at or
+    below zero."""
     (costs_a, split_a), (costs_b, split_b) = first, second
     p = placement.num_ranks
     if not second_look_tells(placement, split_a, split_b):
@@ -139,15 +150,19 @@ def two_look_profile(
     t_a, t_b = stage_seconds(costs_a), stage_seconds(costs_b)
     n_a = [split_a[r + 1] - split_a[r] for r in range(p)]
     n_b = [split_b[r + 1] - split_b[r] for r in range(p)]
-    per_layer = []
+    paces: list[float | None] = []
     for r in range(p):
-        if n_a[r] != n_b[r]:
-            beta = (t_a[r] - t_b[r]) / (n_a[r] - n_b[r])
-        else:  # a middle rank (no extra) that kept its layers: seconds over layers
-            beta = (t_a[r] + t_b[r]) / (n_a[r] + n_b[r])
-        if beta <= 0:
-            return None
-        per_layer.append(beta)
+        if n_a[r] == n_b[r]:  # a middle rank (no extra) that kept its layers: seconds over layers
+            paces.append((t_a[r] + t_b[r]) / (n_a[r] + n_b[r]))
+        elif abs(t_a[r] - t_b[r]) >= RELIABLE_DIFFERENCE * (t_a[r] + t_b[r]):
+            paces.append((t_a[r] - t_b[r]) / (n_a[r] - n_b[r]))
+        else:
+            paces.append(None)
+    known = [x for x in paces if x is not None]
+    if not known or min(known) <= 0:
+        return None
+    typical = statistics.median(known)
+    per_layer = [typical if x is None else x for x in paces]
 
     def extra(r: int) -> float:
         return max(0.0, (t_a[r] - per_layer[r] * n_a[r] + t_b[r] - per_layer[r] * n_b[r]) / 2)

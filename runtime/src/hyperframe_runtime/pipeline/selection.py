@@ -33,8 +33,8 @@ policy treats its own plans and torch's schedules as candidates and keeps the fa
    be had, and each re-plan costs planning time on the host's cores.
 4. **Re-check the runner-up, cheaply.** A few exploring frames decide between schedules that are
    often within a few per cent of each other, on a host whose frames swing by more. While
-   exploiting, one frame in :data:`RECHECK_EVERY` runs the best other measured schedule on the
-   winner's placement (an order swap, no stage move) and compares it with the winner's frames
+   exploiting, one frame in :data:`RECHECK_EVERY` (:data:`RECHECK_FIRST_EVERY` until the first
+   verdict is due) runs the best other measured schedule on the winner's placement (an order swap, no stage move) and compares it with the winner's frames
    just before and after it: a paired ratio, which a load change hits on both sides alike. From
    :data:`RECHECK_PAIRS` pairs on, the ratios are tested (:func:`paired_verdict`: their median
    log ratio, give or take one robust standard error): when the whole band is below
@@ -65,6 +65,7 @@ __all__ = [
     "MEASURED_FRAMES",
     "PLACEMENT_MARGIN",
     "RECHECK_EVERY",
+    "RECHECK_FIRST_EVERY",
     "RECHECK_LIMIT",
     "RECHECK_MARGIN",
     "RECHECK_PAIRS",
@@ -100,6 +101,10 @@ DRIFT_FRAMES_MAX: Final = 80
 """The most drifted frames a re-plan can need after re-plans that changed nothing."""
 RECHECK_EVERY: Final = 10
 """While exploiting, one frame in this many re-checks the runner-up on the winner's placement."""
+RECHECK_FIRST_EVERY: Final = 4
+"""Until a runner-up has its first :data:`RECHECK_PAIRS` pairs, one frame in this many re-checks
+it: the same re-check frames as at :data:`RECHECK_EVERY`, but a first choice that three exploring
+frames got wrong is undone after about 20 frames rather than 50."""
 RECHECK_PAIRS: Final = 5
 """Paired re-checks before the first decision (see :func:`paired_verdict`). With 3, ``bench
 real_cpu`` once read GPipe 18 % faster than 1F1B from three pairs while it measured 15 % slower:
@@ -260,8 +265,11 @@ class ScheduleSelector:
                 return self.challenger
             if self._rechecking:  # asked again before the frame ran (the loop's first plan)
                 return self._rechecking if not self._recheck_s else self.winner
-            runner = self._runner_up() if self._since_recheck >= RECHECK_EVERY else ""
-            if runner:
+            runner = self._runner_up()
+            every = (
+                RECHECK_EVERY if len(self._pairs.get(runner, ())) >= RECHECK_PAIRS else RECHECK_FIRST_EVERY
+            )
+            if runner and self._since_recheck >= every:
                 self._rechecking, self._since_recheck = runner, 0
                 self._before_s = self._recent[-1] if self._recent else 0.0
                 return runner
