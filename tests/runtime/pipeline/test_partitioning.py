@@ -198,3 +198,18 @@ def test_a_rank_whose_two_times_hardly_differ_runs_at_the_others_pace() -> None:
     assert profile.rank_slowdown == pytest.approx([1.0, 1.0])
     assert profile.layer_costs[-1] == pytest.approx(1.0 + (5.5 + 1.1 * 7.5 - 2.0) / 2)
     assert profile.split_for(one) == (0, 7, 8)
+
+
+def test_a_fast_rank_whose_two_times_hardly_differ_does_not_take_a_slow_ranks_pace() -> None:
+    """Rank 1 runs a block 8x slower; the second look's first stage (7 blocks) measured as if it
+    held 4.3 (a first look slowed by load reads the same). The first rank's pace cannot be told
+    from its two looks, and the only other pace is the slow rank's; but no rank runs slower than
+    its time over its layers (the extras are never negative), so it stays fast and the split
+    stays where the slow rank keeps one block."""
+    one = Placement.one_per_rank(2)
+    even, moved = (0, 4, 8), (0, 7, 8)
+    noisy = _stage_costs([4.3, 8.0])
+    profile = two_look_profile(one, (_measured(even, [1.0, 8.0], 0.0, 0.0), even), (noisy, moved))
+    assert profile is not None
+    assert profile.rank_slowdown[0] == 1.0 and profile.rank_slowdown[1] > 4.0
+    assert profile.split_for(one) == (0, 7, 8)

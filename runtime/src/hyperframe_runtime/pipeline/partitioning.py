@@ -32,7 +32,8 @@ good as its size against the noise: where a heavy head keeps a rank's times clos
 on the last rank, then 10), a few per cent of noise could read as a rank several times faster or
 slower. A rank whose two times differ by less than :data:`RELIABLE_DIFFERENCE` of their sum is
 taken to run at the median pace of the ranks whose difference is larger (the layers are alike,
-and so, unless measured otherwise, are the ranks).
+and so, unless measured otherwise, are the ranks), or at its time over its layers in either look
+where that is less (the extras are never negative, so no rank is slower than that).
 """
 
 from __future__ import annotations
@@ -162,7 +163,11 @@ def two_look_profile(
     if not known or min(known) <= 0:
         return None
     typical = statistics.median(known)
-    per_layer = [typical if x is None else x for x in paces]
+    # The extras are never negative, so a rank's pace is at most its time over its layers in
+    # either look: a fast rank whose times hardly differ does not take a slow rank's pace.
+    per_layer = [
+        min(typical if x is None else x, t_a[r] / n_a[r], t_b[r] / n_b[r]) for r, x in enumerate(paces)
+    ]
 
     def extra(r: int) -> float:
         return max(0.0, (t_a[r] - per_layer[r] * n_a[r] + t_b[r] - per_layer[r] * n_b[r]) / 2)
