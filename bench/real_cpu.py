@@ -237,11 +237,6 @@ def _paired(mine: list[float], theirs: list[float]) -> list[float]:
     return [a / b for a, b in zip(mine[1:], theirs[1:], strict=True)]
 
 
-def _paired_ratio(mine: list[float], theirs: list[float]) -> float:
-    """The median of :func:`_paired`."""
-    return statistics.median(_paired(mine, theirs))
-
-
 def median_ci(values: list[float], z: float = 1.96) -> tuple[float, float]:
     """A distribution-free 95 % confidence interval of the median: the sorted values of ranks
     n/2 - z sqrt(n)/2 (rounded down) and 1 + n/2 + z sqrt(n)/2 (rounded up), counted from 1
@@ -318,26 +313,19 @@ def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
         ]
         after = steady[len(steady) // 3 :]  # after the winner settled
         pace = medians["hyperframe"]
+        against_best = _paired(run["frame_s"]["hyperframe"], run["frame_s"][best_torch])
+        control = _paired(run["frame_s"][CONTROL], run["frame_s"]["1f1b"])
         per_repeat.append(
             {
                 "median_ms": {p: round(1e3 * v, 2) for p, v in medians.items()},
                 "spread": {p: round(_spread(run["frame_s"][p][1:]), 3) for p in policies},
                 "best_torch": best_torch,
                 "ratio": round(medians["hyperframe"] / medians[best_torch], 3),
-                "paired_ratio": round(
-                    _paired_ratio(run["frame_s"]["hyperframe"], run["frame_s"][best_torch]), 3
-                ),
-                "paired_ci": [
-                    round(x, 3)
-                    for x in median_ci(_paired(run["frame_s"]["hyperframe"], run["frame_s"][best_torch]))
-                ],
+                "paired_ratio": round(statistics.median(against_best), 3),
+                "paired_ci": [round(x, 3) for x in median_ci(against_best)],
                 "steady_paired_ratio": _steady_ratio(run, best_torch),
-                "control_paired_ratio": round(
-                    _paired_ratio(run["frame_s"][CONTROL], run["frame_s"]["1f1b"]), 3
-                ),
-                "control_ci": [
-                    round(x, 3) for x in median_ci(_paired(run["frame_s"][CONTROL], run["frame_s"]["1f1b"]))
-                ],
+                "control_paired_ratio": round(statistics.median(control), 3),
+                "control_ci": [round(x, 3) for x in median_ci(control)],
                 "winner": run["winner"],
                 "exploring_frames": sum(run["exploring"]),
                 "explore_share_of_100_frames": round(run["explore_cost_s"] / (100 * pace), 4),

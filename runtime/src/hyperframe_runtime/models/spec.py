@@ -54,6 +54,11 @@ class ModelSpec:
     (``schedule.partition``) asks for mixed devices. Same rules as ``build_stage``: deterministic,
     and a layer's parameters and names must not depend on the split."""
 
+    @property
+    def has_layer_hook(self) -> bool:
+        """Whether the model can be cut between its layers (``build_layers`` and ``num_layers``)."""
+        return self.build_layers is not None and self.num_layers >= 1
+
     def build_split(self, stage: int, boundaries: Sequence[int]) -> nn.Module:
         """Stage ``stage`` of the split where stage s holds layers ``boundaries[s]:boundaries[s+1]``."""
         self.check_split(boundaries)
@@ -62,7 +67,7 @@ class ModelSpec:
 
     def check_split(self, boundaries: Sequence[int]) -> None:
         """Raise a ValueError naming the fix unless this model can run the split ``boundaries``."""
-        if self.build_layers is None or self.num_layers < 1:
+        if not self.has_layer_hook:
             raise ValueError(
                 "model: an uneven layer split needs ModelSpec.build_layers and num_layers "
                 "(the per-layer hook); give them in the model factory"

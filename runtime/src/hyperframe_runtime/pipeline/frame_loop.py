@@ -126,7 +126,7 @@ class FrameLoop:
         # the layers are re-split (_repartition); a snapshot taken after that carries the profile.
         profile_json = snapshot.plan.get("layer_profile") if snapshot is not None else None
         profile = LayerProfile.from_json(profile_json) if profile_json else None
-        has_hook = self.spec.build_layers is not None and self.spec.num_layers >= 1
+        has_hook = self.spec.has_layer_hook
         self._partitioning = config.measures_layer_split(has_hook) and profile is None
         self._partition_window: list[RankFrame] = []
         self._first_look: tuple[CostModel, tuple[int, ...]] | None = None

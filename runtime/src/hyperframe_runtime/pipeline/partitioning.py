@@ -63,14 +63,12 @@ __all__ = [
     "two_look_profile",
 ]
 
-RELIABLE_DIFFERENCE: Final = 0.10
-"""A rank's seconds per layer come from its two looks when their times differ by at least 10 % of
-their sum: a 3 % error in either time is then at most a 30 % error in the pace."""
 PARTITION_FRAMES: Final = 4
 """Frames on the even split before a measured re-split: one warm-up frame (torch's shape
 inference, first allocations) and three measured ones."""
-
-
+RELIABLE_DIFFERENCE: Final = 0.10
+"""A rank's seconds per layer come from its two looks when their times differ by at least 10 % of
+their sum: a 3 % error in either time is then at most a 30 % error in the pace."""
 SPLIT_MARGIN: Final = 0.10
 """The partitioner's split replaces the even one only when the measured profile predicts its
 slowest rank at least 10 % faster: over the 5 to 10 % by which three frames' per-rank timings

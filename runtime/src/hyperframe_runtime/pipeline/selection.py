@@ -34,8 +34,8 @@ policy treats its own plans and torch's schedules as candidates and keeps the fa
 4. **Re-check the runner-up, cheaply.** A few exploring frames decide between schedules that are
    often within a few per cent of each other, on a host whose frames swing by more. While
    exploiting, one frame in :data:`RECHECK_EVERY` (:data:`RECHECK_FIRST_EVERY` until the first
-   verdict is due) runs the best other measured schedule on the winner's placement (an order swap, no stage move) and compares it with the winner's frames
-   just before and after it: a paired ratio, which a load change hits on both sides alike. From
+   verdict is due) runs the best other measured schedule on the winner's placement (an order
+   swap, no stage move) and compares it with the winner's frames just before and after it: a paired ratio, which a load change hits on both sides alike. From
    :data:`RECHECK_PAIRS` pairs on, the ratios are tested (:func:`paired_verdict`: their median
    log ratio, give or take one robust standard error): when the whole band is below
    ``1 - RECHECK_MARGIN`` the runner-up becomes the winner; when it is above ``1 +
@@ -265,7 +265,7 @@ class ScheduleSelector:
                 return self.challenger
             if self._rechecking:  # asked again before the frame ran (the loop's first plan)
                 return self._rechecking if not self._recheck_s else self.winner
-            runner = self._runner_up()
+            runner = self._runner_up() if self._since_recheck >= RECHECK_FIRST_EVERY else ""
             every = (
                 RECHECK_EVERY if len(self._pairs.get(runner, ())) >= RECHECK_PAIRS else RECHECK_FIRST_EVERY
             )

@@ -45,7 +45,7 @@ class StageContext:
     def boundaries(self, placement: Placement) -> tuple[int, ...] | None:
         """The layer split of ``placement``'s stages; None = the model's own even ``build_stage``."""
         spec, num_stages = self.spec, placement.num_stages
-        if spec.build_layers is None or spec.num_layers < 1:
+        if not spec.has_layer_hook:
             return None
         if self.profile is not None:
             return self.profile.split_for(placement)

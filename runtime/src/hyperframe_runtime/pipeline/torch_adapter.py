@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import types
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -321,8 +322,6 @@ def split_backward(
     pipeline stage does: one fused backward, or the input-gradient pass then the weight-gradient
     pass. Returns the seconds ``(forward, backward or I, W or 0.0)`` on the host clock (CPU) and
     the gradient of ``stage_input``; the parameters' gradients are left in ``.grad``."""
-    import time
-
     from torch.distributed.pipelining._backward import (
         stage_backward,
         stage_backward_input,
