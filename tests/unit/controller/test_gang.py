@@ -72,7 +72,9 @@ def test_the_rollback_also_deletes_pods_of_the_gang_the_cache_holds() -> None:
 
 
 def test_a_refused_gang_is_retried_whole_after_a_doubling_backoff() -> None:
-    status = refused(1, run(JobStatus()).status, (), {"j-g0-0": "u0"}, quota_refusal(), at(0), SETTINGS).status
+    status = refused(
+        1, run(JobStatus()).status, (), {"j-g0-0": "u0"}, quota_refusal(), at(0), SETTINGS
+    ).status
     # The rolled-back pod is still in the cache (its delete has not been seen yet): deleted again.
     waiting = run(status, [with_uid(Pod(0), "u0")], now_s=1)
     assert deletions(waiting) == {"j-g0-0": "u0"} and waiting.create_ranks == ()

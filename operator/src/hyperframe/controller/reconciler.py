@@ -8,6 +8,7 @@ A stale read makes the status write fail with a conflict, and the job is simply 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -198,7 +199,17 @@ class Reconciler:
         self._admitted.discard(_gang_key(body, plan))
         generation = int((body.get("metadata") or {}).get("generation", 0) or 0)
         pods = self._caches.pods_of(key)
-        return refused(generation, plan.status, pods, created, refusal, datetime.now(UTC), self._settings)
+        rollback = refused(generation, plan.status, pods, created, refusal, datetime.now(UTC), self._settings)
+        # What the refused plan decided besides the creates still happens: its events (its status
+        # is the rollback's starting point), its deletions and its earliest requeue.
+        deletions = {d.name: d for d in plan.delete_pods} | {d.name: d for d in rollback.delete_pods}
+        requeues = [r for r in (plan.requeue_after, rollback.requeue_after) if r is not None]
+        return dataclasses.replace(
+            rollback,
+            events=(*plan.events, *rollback.events),
+            delete_pods=tuple(deletions.values()),
+            requeue_after=min(requeues) if requeues else None,
+        )
 
     def _render(
         self, body: Mapping[str, Any], runtime: Mapping[str, Any], ctx: RenderContext, plan: Plan
