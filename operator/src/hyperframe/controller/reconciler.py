@@ -35,7 +35,7 @@ from .plan import Plan
 from .policy_gang import Refusal
 from .rejection import rejection_message
 from .state_machine import hold, invalid, reconcile, refused
-from .status import JobStatus, Phase
+from .status import ConditionType, JobStatus, Phase
 
 __all__ = ["Reconciler", "facts_of", "progress_url"]
 
@@ -290,5 +290,8 @@ class Reconciler:
         if new.restarts > stored.restarts:
             reason = next((c.reason for c in new.conditions if c.type == "Restarting"), "Unknown")
             self._metrics.jobs_restarted.labels(reason=reason).inc()
+        if new.create_refusals > stored.create_refusals:
+            refusal = new.condition(ConditionType.GANG_REFUSED)
+            self._metrics.gangs_refused.labels(reason=refusal.reason if refusal else "Unknown").inc()
         for check in plan.gate_failures:
             self._metrics.gate_failures.labels(check=check).inc()
