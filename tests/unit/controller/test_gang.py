@@ -192,3 +192,18 @@ def test_create_reports_the_refusal_with_the_pods_it_created() -> None:
     assert outcome.refusal.kind == "Pod" and outcome.refusal.reason == "QuotaExceeded"
     assert len(outcome.created) == 2
     assert all(uid == f"uid-{name}" for name, uid in outcome.created.items())
+
+
+def test_pods_going_away_in_a_rollback_are_not_a_gang_failure() -> None:
+    """The rolled-back pods show up as deleted (or missing after their gate started): that is the
+    rollback, not a failure, so there is no gang restart."""
+    status = refused(
+        1, run(JobStatus()).status, (), {"j-g0-0": "u0"}, quota_refusal(), at(0), SETTINGS
+    ).status
+    for pods in (
+        [with_uid(Pod(0).on("n1").gate_running().deleting(at(1)), "u0")],
+        [with_uid(Pod(0).on("n1").gate_running(), "u0")],
+    ):
+        plan = run(status, pods, now_s=1)
+        assert plan.status.restarts == 0 and plan.status.gang_generation == 0, plan.status.message
+        assert plan.status.phase == Phase.PENDING and plan.create_ranks == ()

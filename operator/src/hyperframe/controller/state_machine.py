@@ -216,6 +216,9 @@ def _active(d: _Draft, pods: Sequence[ObservedPod], dead: set[str], settings: Po
     for pod in stale:
         if pod.deleting_since is None:
             d.delete(pod)
+    # A refused gang's pods go away because the operator rolls them back: not a failure of the gang.
+    if d.status.is_true(C.GANG_REFUSED) and (stale or not _retry_refused_gang(d, current, settings)):
+        return
 
     gates = judge_gates(current, job.num_nodes)
     if gates.results:
@@ -248,9 +251,6 @@ def _active(d: _Draft, pods: Sequence[ObservedPod], dead: set[str], settings: Po
         if wait > 0:
             d.after(wait)
             return
-    if d.status.is_true(C.GANG_REFUSED) and not _retry_refused_gang(d, current, settings):
-        return
-
     present = {p.rank for p in current}
     d.create = tuple(rank for rank in range(job.num_nodes) if rank not in present)
     _progress_phase(d, current, gates.started, gates.all_passed)
