@@ -251,6 +251,7 @@ def _active(d: _Draft, pods: Sequence[ObservedPod], dead: set[str], settings: Po
         if wait > 0:
             d.after(wait)
             return
+
     present = {p.rank for p in current}
     d.create = tuple(rank for rank in range(job.num_nodes) if rank not in present)
     _progress_phase(d, current, gates.started, gates.all_passed)
