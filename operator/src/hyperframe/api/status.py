@@ -50,6 +50,7 @@ CONDITION_TYPES: Final[tuple[str, ...]] = (
     "Restarting",
     "Suspended",
     "Queued",
+    "GangRefused",
     "Succeeded",
     "Failed",
 )
@@ -138,6 +139,12 @@ class JobStatus:
         "Generation of the spec last acted on.", default=None, minimum=0
     )
     restarts: int = spec_field("Gang restarts so far.", default=0, minimum=0)
+    create_refusals: int = spec_field(
+        "Creations of the current gang the API server refused in a row (quota, admission); each one "
+        "was rolled back. Reset to 0 once a whole gang exists.",
+        default=0,
+        minimum=0,
+    )
     gang_generation: int = spec_field(
         "Current gang incarnation; pods carry it in the hyperframe.dev/gang-generation label.",
         default=0,

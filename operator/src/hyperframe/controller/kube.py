@@ -202,8 +202,11 @@ class KubeApi:
 
     # -- objects of a job -------------------------------------------------------------------
 
-    async def create(self, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False) -> bool:
-        """Create a rendered object if absent; False when it already existed.
+    async def create(
+        self, namespace: str, body: Mapping[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any] | None:
+        """Create a rendered object if absent: the object as the server stored it (with its uid), or
+        None when it already existed.
 
         ``dry_run`` asks the API server to validate and admit it without storing anything.
         """
@@ -214,25 +217,28 @@ class KubeApi:
         )
         prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
         path = f"{prefix}/namespaces/{namespace}/{resource}"
-        return (
-            await self._request(
-                "create",
-                resource,
-                "POST",
-                path,
-                query=[("dryRun", "All")] if dry_run else None,
-                body=dict(body),
-                tolerate=(409,),
-            )
-            is not None
+        return await self._request(
+            "create",
+            resource,
+            "POST",
+            path,
+            query=[("dryRun", "All")] if dry_run else None,
+            body=dict(body),
+            tolerate=(409,),
         )
 
-    async def delete_pod(self, namespace: str, name: str, *, force: bool) -> None:
+    async def delete_pod(self, namespace: str, name: str, *, force: bool, uid: str | None = None) -> None:
+        """Delete a pod if present; with ``uid``, only that incarnation (a 409 precondition failure
+        means it is already gone and another pod has the name: tolerated, nothing deleted)."""
         body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if force:
             body["gracePeriodSeconds"] = 0
+        if uid:
+            body["preconditions"] = {"uid": uid}
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-        await self._request("delete", "pods", "DELETE", path, body=body, tolerate=(404,))
+        await self._request(
+            "delete", "pods", "DELETE", path, body=body, tolerate=(404, 409) if uid else (404,)
+        )
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._request(

@@ -30,6 +30,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.gangs_refused = Counter(
+            "hyperframe_gangs_refused",
+            "Gang creations the API server refused and the operator rolled back, by reason.",
+            ["reason"],
+            registry=r,
+        )
         self.gate_failures = Counter(
             "hyperframe_smoke_gate_failures", "Smoke-gate failures, by failed check.", ["check"], registry=r
         )

@@ -32,6 +32,8 @@ class PodDeletion:
     name: str
     force: bool = False
     """Grace period 0: the pod sits on a NotReady node or in Terminating past the grace period."""
+    uid: str | None = None
+    """Delete only this incarnation of the pod (a uid precondition), when known."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,10 +8,11 @@ A stale read makes the status write fail with a conflict, and the job is simply 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,12 +28,14 @@ from .caches import Caches, JobKey
 from .config import OperatorConfig
 from .events import event_body
 from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
+from .gang import Describe, GangOutcome, create_gang, dry_run_gang
 from .kube import ApiError, Conflict, KubeApi
 from .metrics import Metrics
 from .plan import Plan
+from .policy_gang import Refusal
 from .rejection import rejection_message
-from .state_machine import hold, invalid, reconcile
-from .status import JobStatus, Phase
+from .state_machine import hold, invalid, reconcile, refused
+from .status import ConditionType, JobStatus, Phase
 
 __all__ = ["Reconciler", "facts_of", "progress_url"]
 
@@ -67,7 +70,10 @@ def progress_url(base: str, namespace: str, name: str) -> str:
     return f"{base.rstrip('/')}/v1/namespaces/{namespace}/hyperframejobs/{name}/progress"
 
 
-Describe = Callable[[ApiError, str], str]
+def _gang_key(body: Mapping[str, Any], plan: Plan) -> tuple[str, int, int]:
+    """(job uid, spec generation, gang generation): one gang of one spec of one job."""
+    meta = body.get("metadata") or {}
+    return (str(meta.get("uid", "")), int(meta.get("generation", 0) or 0), plan.status.gang_generation)
 
 
 def _raw_message(error: ApiError, kind: str) -> str:
@@ -156,14 +162,15 @@ class Reconciler:
                     describe = functools.partial(_mapped_message, body, runtime, ctx)
                 except SpecError as exc:
                     plan = invalid(facts.generation, stored, self._caches.pods_of(key), exc, now)
-        # The whole gang is validated and admitted by the API server before anything is created,
-        # so a refused gang leaves no Service, ConfigMap or pod behind. Once per gang generation
-        # and spec: a reconcile that re-creates pods the cache has not seen yet needs none.
-        gang = (str(meta.get("uid", "")), facts.generation, plan.status.gang_generation)
+        # Every object of the gang, each pod included, is validated and admitted by the API server
+        # before anything is created, so a refused dry run leaves no Service, ConfigMap or pod
+        # behind. Once per gang generation and spec: a reconcile that re-creates pods the cache has
+        # not seen yet needs none (a refusal forgets the gang, so its retry is dry-run again).
+        gang = _gang_key(body, plan)
         if objects and gang not in self._admitted:
-            refused = await self._dry_run(key[0], objects)
-            if refused is not None:
-                plan = self._rejected(key, facts.generation, stored, describe(*refused))
+            refusal = await dry_run_gang(self._kube, key[0], objects, describe)
+            if refusal is not None:
+                plan = self._refused(key, body, plan, refusal, {})
                 objects = []
             else:
                 if len(self._admitted) >= _ADMITTED_MAX:
@@ -185,35 +192,23 @@ class Reconciler:
             status_ca=self._status_ca,
         )
 
-    async def _dry_run(self, namespace: str, objects: list[dict[str, Any]]) -> tuple[ApiError, str] | None:
-        """The first refusal (422) of a server-side dry run of the gang, with the refused kind.
-
-        Every object but the pods, and one pod: the pods differ only in what the renderer writes
-        per rank (name, hostname, rank env and labels), so one of them (the last: the longest
-        name) stands for all, and the dry run costs a constant number of requests per gang.
-        """
-        pods = [o for o in objects if o.get("kind") == "Pod"]
-        sample = [o for o in objects if o.get("kind") != "Pod"] + pods[-1:]
-        results = await asyncio.gather(
-            *(self._kube.create(namespace, o, dry_run=True) for o in sample), return_exceptions=True
-        )
-        for obj, result in zip(sample, results, strict=True):
-            if isinstance(result, ApiError) and result.status == 422:
-                return result, str(obj.get("kind"))
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            raise errors[0]
-        return None
-
-    def _rejected(self, key: JobKey, generation: int, stored: JobStatus, message: str) -> Plan:
-        return invalid(
-            generation,
-            stored,
-            self._caches.pods_of(key),
-            ValueError(message),
-            datetime.now(UTC),
-            reason="PodRejected",
-            prefix="the API server refused the rendered objects: ",
+    def _refused(
+        self, key: JobKey, body: Mapping[str, Any], plan: Plan, refusal: Refusal, created: Mapping[str, str]
+    ) -> Plan:
+        """The plan that rolls the refused gang of ``plan`` back (see :mod:`.policy_gang`)."""
+        self._admitted.discard(_gang_key(body, plan))
+        generation = int((body.get("metadata") or {}).get("generation", 0) or 0)
+        pods = self._caches.pods_of(key)
+        rollback = refused(generation, plan.status, pods, created, refusal, datetime.now(UTC), self._settings)
+        # What the refused plan decided besides the creates still happens: its events (its status
+        # is the rollback's starting point), its deletions and its earliest requeue.
+        deletions = {d.name: d for d in plan.delete_pods} | {d.name: d for d in rollback.delete_pods}
+        requeues = [r for r in (plan.requeue_after, rollback.requeue_after) if r is not None]
+        return dataclasses.replace(
+            rollback,
+            events=(*plan.events, *rollback.events),
+            delete_pods=tuple(deletions.values()),
+            requeue_after=min(requeues) if requeues else None,
         )
 
     def _render(
@@ -253,36 +248,21 @@ class Reconciler:
             if fresh:
                 self._caches.put_job(fresh)
             self._count(stored, plan)
-        actions = [self._kube.delete_pod(namespace, d.name, force=d.force) for d in plan.delete_pods]
-        pods = [o for o in objects or () if o.get("kind") == "Pod"]
-        support = [o for o in objects or () if o.get("kind") != "Pod"]
-        # The Service, ConfigMap and PodGroup exist before any pod that needs them.
-        results = await asyncio.gather(
-            *(self._kube.create(namespace, o) for o in support), return_exceptions=True
+        actions = [
+            self._kube.delete_pod(namespace, d.name, force=d.force, uid=d.uid) for d in plan.delete_pods
+        ]
+        outcome, *results = await asyncio.gather(
+            create_gang(self._kube, namespace, objects or (), describe or _raw_message),
+            *actions,
+            return_exceptions=True,
         )
-        if not any(isinstance(r, BaseException) for r in results):
-            results += await asyncio.gather(  # type: ignore[arg-type]
-                *actions, *(self._kube.create(namespace, o) for o in pods), return_exceptions=True
-            )
-        errors = [r for r in results if isinstance(r, BaseException)]
-        # The kind of each result, in order: support objects, then deletions, then pods.
-        kinds = [str(o.get("kind")) for o in support] + ["Pod" for _ in actions] + ["Pod" for _ in pods]
-        rejected = next(
-            (
-                (r, k)
-                for r, k in zip(results, kinds, strict=False)
-                if isinstance(r, ApiError) and r.status == 422
-            ),
-            None,
-        )
-        if rejected is not None:
-            # The API server refuses the rendered manifest itself (after a dry run accepted it,
-            # e.g. an admission policy changed): retrying cannot help.
-            failed = self._rejected(
-                key, plan.status.observed_generation, plan.status, (describe or _raw_message)(*rejected)
-            )
+        if isinstance(outcome, GangOutcome) and outcome.refusal is not None:
+            # A create the dry run admitted was refused (quota taken in between, an admission
+            # policy changed): the pods created so far are rolled back.
+            rollback = self._refused(key, body, plan, outcome.refusal, outcome.created)
             fresh_body = self._caches.jobs.get(key, body)
-            return await self._apply(key, fresh_body, plan.status, failed)
+            return await self._apply(key, fresh_body, plan.status, rollback)
+        errors = [r for r in (outcome, *results) if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
         if plan.delete_job:
@@ -310,5 +290,8 @@ class Reconciler:
         if new.restarts > stored.restarts:
             reason = next((c.reason for c in new.conditions if c.type == "Restarting"), "Unknown")
             self._metrics.jobs_restarted.labels(reason=reason).inc()
+        if new.create_refusals > stored.create_refusals:
+            refusal = new.condition(ConditionType.GANG_REFUSED)
+            self._metrics.gangs_refused.labels(reason=refusal.reason if refusal else "Unknown").inc()
         for check in plan.gate_failures:
             self._metrics.gate_failures.labels(check=check).inc()

@@ -8,6 +8,7 @@ only sequences them and records conditions and events.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,12 +17,13 @@ from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
 from .observed import NodeState, ObservedPod
 from .plan import Event, EventType, Plan, PodDeletion
 from .policy_failure import PREEMPTED, Failure, find_failures, restart_backoff, stuck_pods
+from .policy_gang import Refusal, refusal_backoff, refusal_fix
 from .policy_run import deadline_at, pods_to_clean, ttl_expires_at
 from .policy_smoke import judge_gates, merge_smoke_status
 from .policy_success import succeeded_rank0
 from .status import ConditionType, JobStatus, Phase, set_condition
 
-__all__ = ["hold", "invalid", "reconcile"]
+__all__ = ["hold", "invalid", "reconcile", "refused"]
 
 C = ConditionType
 _MIN_REQUEUE_SECONDS = 0.5
@@ -214,6 +216,9 @@ def _active(d: _Draft, pods: Sequence[ObservedPod], dead: set[str], settings: Po
     for pod in stale:
         if pod.deleting_since is None:
             d.delete(pod)
+    # A refused gang's pods go away because the operator rolls them back: not a failure of the gang.
+    if d.status.is_true(C.GANG_REFUSED) and (stale or not _retry_refused_gang(d, current, settings)):
+        return
 
     gates = judge_gates(current, job.num_nodes)
     if gates.results:
@@ -260,6 +265,9 @@ def _progress_phase(
     _queue_state(d, current)
     complete = len(current) == n and not d.create
     running = complete and all(p.phase == "Running" and p.main_started for p in current)
+    if complete and d.status.create_refusals:
+        d.status = d.status.replace(create_refusals=0)
+        d.clear(C.GANG_REFUSED, "Created", f"every pod of gang generation {d.status.gang_generation} exists")
     if gates_passed and complete:
         d.cond(C.SMOKE_TESTING, False, "Passed", "every node passed the smoke gate")
         if not d.status.is_true(C.SMOKE_TEST_PASSED):
@@ -295,6 +303,30 @@ def _queue_state(d: _Draft, current: Sequence[ObservedPod]) -> None:
         message = f"Kueue admitted gang generation {d.status.gang_generation} as one workload"
         d.cond(C.QUEUED, False, "Admitted", message)
         d.event(EventType.NORMAL, "Admitted", message)
+
+
+def _retry_refused_gang(d: _Draft, current: Sequence[ObservedPod], settings: PolicySettings) -> bool:
+    """A refused gang is rolled back, then tried again whole after the refusal backoff
+    (:mod:`.policy_gang`); True when the retry is due now."""
+    for pod in current:
+        if pod.deleting_since is None:
+            d.deletions[pod.name] = PodDeletion(name=pod.name, uid=pod.uid or None)
+    if current:
+        return False  # the retry reuses the pods' names: wait until they are gone
+    refusal = d.status.condition(C.GANG_REFUSED)
+    assert refusal is not None
+    ready_at = refusal.last_transition_time.timestamp() + refusal_backoff(d.status.create_refusals, settings)
+    wait = ready_at - d.now.timestamp()
+    if wait > 0:
+        d.after(wait)
+        return False
+    message = (
+        f"creating gang generation {d.status.gang_generation} again after "
+        f"{d.status.create_refusals} refusal(s) in a row"
+    )
+    d.cond(C.GANG_REFUSED, False, "Retrying", message)
+    d.event(EventType.NORMAL, "RetryingCreate", message)
+    return True
 
 
 def _fail_gang(
@@ -392,4 +424,57 @@ def invalid(
     else:
         for deletion in pods_to_clean(pods, CleanPodPolicy.RUNNING):
             d.deletions.setdefault(deletion.name, deletion)
+    return d.plan()
+
+
+def refused(
+    job_generation: int,
+    status: JobStatus,
+    pods: Sequence[ObservedPod],
+    created: Mapping[str, str],
+    refusal: Refusal,
+    now: datetime,
+    settings: PolicySettings,
+) -> Plan:
+    """The API server refused an object of the gang of ``status``: roll the gang back.
+
+    Every pod of the gang's generation is deleted: those in ``pods`` (the cache) and those this
+    reconcile created (``created``: name -> uid), each with a uid precondition. A permanent refusal
+    (422) fails the job; any other waits for the refusal backoff and tries the whole gang again.
+    """
+    generation = status.gang_generation
+    rollback = {
+        p.name: PodDeletion(name=p.name, uid=p.uid or None)
+        for p in pods
+        if p.generation == generation and p.deleting_since is None
+    }
+    for name, uid in created.items():
+        rollback.setdefault(name, PodDeletion(name=name, uid=uid or None))
+    if refusal.permanent:
+        plan = invalid(
+            job_generation,
+            status,
+            pods,
+            ValueError(refusal.message),
+            now,
+            reason="PodRejected",
+            prefix="the API server refused the rendered objects: ",
+        )
+        deletions = {**{d.name: d for d in plan.delete_pods}, **rollback}
+        return dataclasses.replace(plan, delete_pods=tuple(deletions.values()))
+    count = status.create_refusals + 1
+    wait = refusal_backoff(count, settings)
+    reason = refusal.reason
+    what = "dry run of" if refusal.dry_run else "creation of"
+    message = (
+        f"the API server refused the {what} {refusal.kind.lower()} {refusal.name} of gang generation "
+        f"{generation} ({reason}): {refusal.message}; fix: {refusal_fix(reason)}. No pod of the gang "
+        f"is kept; the whole gang is tried again in {wait:g} s (refusal {count} in a row)"
+    )
+    facts = JobFacts(namespace="", name="", generation=job_generation, num_nodes=0, run_policy=RunPolicy())
+    d = _Draft(job=facts, now=now, status=status.replace(create_refusals=count, message=message))
+    d.cond(C.GANG_REFUSED, True, reason, message, new=True)
+    d.event(EventType.WARNING, "FailedCreate", message)
+    d.deletions.update(rollback)
+    d.after(wait)
     return d.plan()

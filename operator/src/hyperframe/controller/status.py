@@ -48,6 +48,7 @@ class ConditionType(StrEnum):
     RESTARTING = "Restarting"
     SUSPENDED = "Suspended"
     QUEUED = "Queued"
+    GANG_REFUSED = "GangRefused"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
@@ -134,6 +135,8 @@ class JobStatus:
     phase: Phase | None = None
     conditions: tuple[Condition, ...] = ()
     restarts: int = 0
+    create_refusals: int = 0
+    """Gang creations refused in a row (see :mod:`.policy_gang`)."""
     gang_generation: int = 0
     excluded_nodes: tuple[str, ...] = ()
     smoke_test: Mapping[str, Any] | None = None
@@ -163,6 +166,7 @@ class JobStatus:
                 Condition.from_dict(c) for c in raw.get("conditions") or () if isinstance(c, Mapping)
             ),
             restarts=int(raw.get("restarts", 0) or 0),
+            create_refusals=int(raw.get("createRefusals", 0) or 0),
             gang_generation=int(raw.get("gangGeneration", 0) or 0),
             excluded_nodes=tuple(str(n) for n in raw.get("excludedNodes") or ()),
             smoke_test=dict(raw["smokeTest"]) if isinstance(raw.get("smokeTest"), Mapping) else None,
@@ -177,6 +181,7 @@ class JobStatus:
             "phase": self.phase.value if self.phase else None,
             "conditions": [c.to_dict() for c in self.conditions],
             "restarts": self.restarts,
+            "createRefusals": self.create_refusals,
             "gangGeneration": self.gang_generation,
             "excludedNodes": list(self.excluded_nodes),
             "smokeTest": dict(self.smoke_test) if self.smoke_test is not None else None,

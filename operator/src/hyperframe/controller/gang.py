@@ -1,0 +1,97 @@
+"""Carrying out the creation of a gang: the dry run of every object, then the creates.
+
+The decisions (what a refusal means, what to roll back, when to try again) are the state
+machine's (:func:`~hyperframe.controller.state_machine.refused`, :mod:`.policy_gang`); this module
+only talks to the API server and reports what it answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .kube import ApiError, KubeApi
+from .policy_gang import REFUSED_STATUS_CODES, Refusal
+
+__all__ = ["Describe", "GangOutcome", "create_gang", "dry_run_gang"]
+
+Describe = Callable[[ApiError, str], str]
+"""The job-level message for a refused object: (error, kind) -> message."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangOutcome:
+    refusal: Refusal | None = None
+    """The first refused object, if any."""
+    created: Mapping[str, str] = field(default_factory=dict)
+    """Pods this call created: name -> uid (pods that already existed are not in it)."""
+
+
+def _first_refusal(
+    objects: Sequence[Mapping[str, Any]], results: Sequence[object], describe: Describe, *, dry_run: bool
+) -> Refusal | None:
+    for obj, result in zip(objects, results, strict=True):
+        if isinstance(result, ApiError) and result.status in REFUSED_STATUS_CODES:
+            kind = str(obj.get("kind"))
+            return Refusal(
+                status_code=result.status,
+                kind=kind,
+                name=str((obj.get("metadata") or {}).get("name", "")),
+                message=describe(result, kind),
+                dry_run=dry_run,
+            )
+    return None
+
+
+def _raise_first_error(results: Sequence[object]) -> None:
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def dry_run_gang(
+    kube: KubeApi, namespace: str, objects: Sequence[Mapping[str, Any]], describe: Describe
+) -> Refusal | None:
+    """A server-side dry run (``dryRun=All``) of every object, each pod included: the first refusal.
+
+    Each object is admitted on its own against what the cluster holds now, so a quota with room
+    for one pod but not for the whole gang passes here and refuses a real create later.
+    """
+    results = await asyncio.gather(
+        *(kube.create(namespace, o, dry_run=True) for o in objects), return_exceptions=True
+    )
+    refusal = _first_refusal(objects, results, describe, dry_run=True)
+    if refusal is None:
+        _raise_first_error(results)
+    return refusal
+
+
+async def create_gang(
+    kube: KubeApi, namespace: str, objects: Sequence[Mapping[str, Any]], describe: Describe
+) -> GangOutcome:
+    """Create the Service, ConfigMap and PodGroup, then the pods in parallel (create-if-absent).
+
+    A refusal is returned with the pods created so far, for the caller to roll back. Any other
+    error is raised once every create has answered; the pods created by then stay, and the next
+    reconcile completes the gang.
+    """
+    support = [o for o in objects if o.get("kind") != "Pod"]
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    # The Service, ConfigMap and PodGroup exist before any pod that needs them.
+    results = await asyncio.gather(*(kube.create(namespace, o) for o in support), return_exceptions=True)
+    refusal = _first_refusal(support, results, describe, dry_run=False)
+    if refusal is not None:
+        return GangOutcome(refusal=refusal)
+    _raise_first_error(results)
+    results = await asyncio.gather(*(kube.create(namespace, o) for o in pods), return_exceptions=True)
+    created = {
+        str(pod["metadata"]["name"]): str((result.get("metadata") or {}).get("uid", ""))
+        for pod, result in zip(pods, results, strict=True)
+        if isinstance(result, dict)
+    }
+    refusal = _first_refusal(pods, results, describe, dry_run=False)
+    if refusal is None:
+        _raise_first_error(results)
+    return GangOutcome(refusal=refusal, created=created)
