@@ -62,6 +62,8 @@ class ObservedPod:
     """The Kueue LocalQueue holding the pod at its admission gate (not admitted yet), else None."""
     kueue_stopped: str | None = None
     """Why Kueue stopped the pod (its ``TerminationTarget`` condition: preemption, eviction), else None."""
+    uid: str = ""
+    """``metadata.uid``: a deletion names it as a precondition, so it never hits a newer pod of that name."""
 
     @property
     def gate_passed(self) -> bool:
@@ -128,6 +130,7 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod | None:
         message=str(status.get("message") or ""),
         queue_gated=_queue_gated(spec, labels),
         kueue_stopped=_kueue_stopped(status) if labels.get(_KUEUE_QUEUE_LABEL) else None,
+        uid=str(meta.get("uid") or ""),
     )
 
 

@@ -70,7 +70,7 @@ class _Draft:
         self.events.append(Event(type=kind, reason=reason, message=message))
 
     def delete(self, pod: ObservedPod, *, force: bool = False) -> None:
-        self.deletions[pod.name] = PodDeletion(name=pod.name, force=force)
+        self.deletions[pod.name] = PodDeletion(name=pod.name, uid=pod.uid, force=force)
 
     def after(self, seconds: float) -> None:
         # Never "again right now": whatever is due now is already in this plan, and a zero requeue
@@ -210,7 +210,10 @@ def _active(d: _Draft, pods: Sequence[ObservedPod], dead: set[str], settings: Po
 
     generation = d.status.gang_generation
     current = [p for p in pods if p.generation == generation]
-    stale = [p for p in pods if p.generation != generation]
+    # Only older generations are stale. A pod of a newer one means this view of the job lags behind
+    # another writer's (a replica that led before): it is left alone, and the status write this
+    # plan depends on fails on the resourceVersion.
+    stale = [p for p in pods if p.generation < generation]
     for pod in stale:
         if pod.deleting_since is None:
             d.delete(pod)
