@@ -26,7 +26,7 @@ from .fence import WriteFence
 from .metrics import Metrics
 from .ratelimit import TokenBucket
 
-__all__ = ["USER_AGENT_PREFIX", "ApiError", "Conflict", "KubeApi", "load_api_client"]
+__all__ = ["USER_AGENT_PREFIX", "ApiError", "Conflict", "KubeApi", "api_client_for", "load_api_client"]
 
 log = logging.getLogger("hyperframe.controller.kube")
 
@@ -74,16 +74,21 @@ class Conflict(ApiError):
 
 
 def load_api_client(pool_size: int, *, identity: str) -> Any:
-    """In-cluster credentials when running in a pod, else the kubeconfig (``KUBECONFIG``).
-
-    The user agent names the replica, so the API server's managedFields (and audit log) say which
-    replica wrote an object.
-    """
+    """In-cluster credentials when running in a pod, else the kubeconfig (``KUBECONFIG``)."""
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return api_client_for(configuration, pool_size, identity=identity)
+
+
+def api_client_for(configuration: Any, pool_size: int, *, identity: str) -> Any:
+    """The operator's API client for a loaded configuration.
+
+    The user agent names the replica, so the API server's managedFields (and audit log) say which
+    replica wrote an object.
+    """
     configuration.connection_pool_maxsize = pool_size
     # No resending inside urllib3 (it would resend a PUT or DELETE after a read timeout, and restart
     # a fenced write's timeout): a failed request fails, and the work queue or the elector retries it.
