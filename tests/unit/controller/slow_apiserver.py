@@ -54,7 +54,7 @@ class ServerState:
 
 def _handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base's name)
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
         def _identity(self) -> str:
@@ -84,7 +84,7 @@ def _handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
             self._answer(503, {"kind": "Status", "message": "the API server is overloaded"})
             return True
 
-        def do_GET(self) -> None:  # noqa: N802 (the base's naming)
+        def do_GET(self) -> None:
             if self._sick():
                 return
             with state.lock:
@@ -94,7 +94,7 @@ def _handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
             else:
                 self._answer(404, {"kind": "Status", "message": "not found"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = self._body()
             if self.path.startswith(PODS):
                 with state.lock:
@@ -110,7 +110,7 @@ def _handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
                     return
                 self._answer(201, self._store(body))
 
-        def do_PUT(self) -> None:  # noqa: N802
+        def do_PUT(self) -> None:
             body = self._body()
             if self._sick():
                 return

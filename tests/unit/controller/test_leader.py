@@ -45,7 +45,9 @@ class LeaseStore:
         self._check()
         return copy.deepcopy(self.lease)
 
-    async def create_lease(self, namespace: str, body: Mapping[str, Any], *, timeout: float) -> dict[str, Any]:
+    async def create_lease(
+        self, namespace: str, body: Mapping[str, Any], *, timeout: float
+    ) -> dict[str, Any]:
         self._check()
         if self.lease is not None:
             raise Conflict(409, "AlreadyExists", "")

@@ -17,7 +17,6 @@ from hyperframe.controller.fence import NotLeader, WriteFence, request_budget, t
 from hyperframe.controller.kube import ApiError, KubeApi
 from hyperframe.controller.leader import LeaderElector
 from hyperframe.controller.metrics import Metrics
-
 from slow_apiserver import ServerState, Sickness, api_client, slow_apiserver
 
 LEASE_SECONDS = 3.0
@@ -151,11 +150,13 @@ def test_the_old_leader_steps_down_before_a_standby_can_take_over() -> None:
 
 def test_no_write_of_the_old_leader_is_sent_or_awaited_once_a_standby_can_take_over() -> None:
     with slow_apiserver() as (state, url):
-        stepped_down, ended, outcomes = asyncio.run(_handover(state, url, writes=True))
+        _, ended, outcomes = asyncio.run(_handover(state, url, writes=True))
         took_over = state.took_over_at("b")
         arrivals = [t for t, who in state.pod_writes if who == "a"]
         assert "timed out" in outcomes  # writes were in flight when the API server stopped answering
-        assert max(arrivals) < took_over, "a write of the old leader reached the API server after the takeover"
+        assert max(arrivals) < took_over, (
+            "a write of the old leader reached the API server after the takeover"
+        )
         # Every write that was sent had been given up on before the takeover; the ones after were
         # refused without being sent.
         sent_ends = [t for t, how in zip(ended, outcomes, strict=True) if how != "refused"]

@@ -55,7 +55,9 @@ class StandInHttp:
     ) -> tuple[str, str, list[tuple[str, str]], Any]:
         return method, resource_path, query_params, copy.deepcopy(body)
 
-    def call_api(self, method: str, path: str, query: list[tuple[str, str]], body: Any, **_: Any) -> _Response:
+    def call_api(
+        self, method: str, path: str, query: list[tuple[str, str]], body: Any, **_: Any
+    ) -> _Response:
         self.sent.append((method, path, query, body))
         return _Response(*self.route(method, path, body))
 
@@ -100,7 +102,9 @@ def _restarting(job: dict[str, Any], settings: PolicySettings) -> dict[str, Any]
     return {**job, "status": restarting.to_dict()}
 
 
-def _setup(route: Callable[[str, str, Any], Answer]) -> tuple[Reconciler, Caches, StandInHttp, dict[str, Any]]:
+def _setup(
+    route: Callable[[str, str, Any], Answer],
+) -> tuple[Reconciler, Caches, StandInHttp, dict[str, Any]]:
     config = OperatorConfig(lease_name="", restart_backoff_seconds=0.001, status_port=0)
     settings = PolicySettings(
         restart_backoff_seconds=config.restart_backoff_seconds,
@@ -140,7 +144,7 @@ def test_no_delete_goes_out_when_the_job_changed_since_it_was_read() -> None:
 
 
 def test_a_pod_found_gone_on_delete_leaves_the_cache_and_the_next_gang_is_created() -> None:
-    job, runtime = _example()
+    _, runtime = _example()
 
     def route(method: str, path: str, body: Any) -> Answer:
         if method == "DELETE":
