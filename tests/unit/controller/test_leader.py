@@ -41,17 +41,21 @@ class LeaseStore:
         if self.down:
             raise ApiError(503, "Service Unavailable", "")
 
-    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def get_lease(self, namespace: str, name: str, *, timeout: float) -> dict[str, Any] | None:
         self._check()
         return copy.deepcopy(self.lease)
 
-    async def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def create_lease(
+        self, namespace: str, body: Mapping[str, Any], *, timeout: float
+    ) -> dict[str, Any]:
         self._check()
         if self.lease is not None:
             raise Conflict(409, "AlreadyExists", "")
         return self._store(body)
 
-    async def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def replace_lease(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, timeout: float
+    ) -> dict[str, Any]:
         self._check()
         if self.lease is None or body["metadata"].get("resourceVersion") != str(self.version):
             raise Conflict(409, "Conflict", "")

@@ -53,7 +53,7 @@ def test_every_client_call_is_allowed_by_the_rbac_rules() -> None:
             *({"apiVersion": v, "kind": "PodGroup"} for v in PODGROUP_API.values()),
         ):
             await api.create("ns", obj)
-        await api.delete_pod("ns", "p", force=True)
+        await api.delete_pod("ns", "p", uid="u", force=True)
         await api.get_pod("ns", "p")
         await api.create_event("ns", {"kind": "Event"})
         await api.review_token("t", "aud")

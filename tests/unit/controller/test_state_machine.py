@@ -7,6 +7,7 @@ the plan; several walk a job through successive reconciles the way the operator 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from controller_builders import SETTINGS, T0, Pod, at, job, not_ready, ready
 from hyperframe.constants import SmokeExit
@@ -377,3 +378,13 @@ def test_a_finished_job_keeps_its_verdict_when_its_spec_becomes_invalid() -> Non
     done = run(job(), started(phase=Phase.RUNNING), [Pod(0).on("n1").exited(0).obj()]).status
     plan = invalid(2, done, [], SpecError([FieldError("spec.x", "bad", "fix it")]), at(9))
     assert plan.status.phase == Phase.SUCCEEDED and plan.events == ()
+
+
+def test_a_lagging_view_never_deletes_a_newer_gang_and_names_the_uid_of_what_it_deletes() -> None:
+    """Another replica (the leader before) already moved the job to gang generation 2; this
+    replica's view of the job still says 1. Only generation 0 is older than its view."""
+    status = started(gang_generation=1, restarts=1, phase=Phase.RESTARTING)
+    older = replace(Pod(0, generation=0).running().obj(), uid="uid-g0")
+    newer = [replace(Pod(r, generation=2).on("n1").running().obj(), uid=f"uid-g2-{r}") for r in (0, 1)]
+    plan = run(job(), status, [older, *newer], now_s=60)
+    assert [(d.name, d.uid) for d in plan.delete_pods] == [("j-g0-0", "uid-g0")]

@@ -15,6 +15,7 @@ from hyperframe.constants import LABEL_MANAGED_BY, MANAGED_BY
 
 from .caches import Caches, JobKey
 from .config import OperatorConfig
+from .fence import WriteFence
 from .kube import KubeApi, load_api_client
 from .leader import LeaderElector, own_namespace
 from .metrics import Metrics
@@ -31,8 +32,9 @@ class Controller:
     """Caches fed by kopf's watches, a work queue of job keys, and the reconciler that drains it.
 
     Every replica keeps its caches current from the watches (reads only). Only the replica holding
-    the Lease (:mod:`.leader`) runs the work queue, its timers and the progress endpoint; a standby
-    makes no API write at all until it takes the Lease over.
+    the Lease (:mod:`.leader`) runs the work queue, its timers, the pod resync and the progress
+    endpoint; a standby makes no API write at all until it takes the Lease over, and every write of
+    the leader passes its :class:`~.fence.WriteFence`.
     """
 
     def __init__(self, config: OperatorConfig) -> None:
@@ -46,6 +48,8 @@ class Controller:
         self._elector: LeaderElector | None = None
         self._lease_api: KubeApi | None = None
         self._election: asyncio.Task[None] | None = None
+        self._resync: asyncio.Task[None] | None = None
+        self.fence = WriteFence()
 
     async def start(self) -> None:
         """Called from kopf's startup handler, inside the operator's event loop."""
@@ -57,6 +61,7 @@ class Controller:
             burst=config.api_burst,
             workers=config.workers,
             metrics=self.metrics,
+            fence=self.fence if config.lease_name else None,
         )
         self.metrics.queue_depth.set_function(lambda: float(len(self.queue or ())))
         log.info("operator started as %s: %s", self.identity, config)
@@ -74,6 +79,7 @@ class Controller:
             lease_seconds=config.lease_duration_seconds,
             renew_deadline_seconds=config.lease_renew_deadline_seconds,
             retry_seconds=config.lease_retry_seconds,
+            fence=self.fence,
         )
         self._election = asyncio.create_task(self._lead(self._elector), name="leader-election")
 
@@ -103,6 +109,7 @@ class Controller:
         self.queue.start()
         self.metrics.watch_pod_phases(self.caches.pod_count)
         self.metrics.leader.set(1)
+        self._resync = asyncio.create_task(self._resync_pods(self.kube), name="pod-resync")
         # A standby saw kopf's initial listing long ago: every job it knows is looked at once now.
         for key in list(self.caches.jobs):
             self.queue.add(key)
@@ -110,6 +117,10 @@ class Controller:
 
     async def _deactivate(self) -> None:
         self.metrics.leader.set(0)
+        resync, self._resync = self._resync, None
+        if resync is not None:
+            resync.cancel()
+            await asyncio.gather(resync, return_exceptions=True)
         queue, self.queue = self.queue, None
         if queue is not None:
             await queue.stop()
@@ -120,14 +131,34 @@ class Controller:
     async def _prime(self, kube: KubeApi) -> None:
         """Fill the pod and node caches before the first reconcile, so a restarted operator never
         mistakes "not listed yet" for "missing" (kopf's watches then keep the caches current)."""
-        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
-        paths = [f"/api/v1/namespaces/{ns}/pods" for ns in self.config.namespaces] or ["/api/v1/pods"]
-        for path in paths:
-            for pod in await kube.list_all("pods", path, label_selector=selector):
-                pod.setdefault("metadata", {})
-                self.caches.pod_event(None, pod)
+        await self._list_pods(kube)
         for node in await kube.list_all("nodes", "/api/v1/nodes"):
             self.caches.node_event(None, node)
+
+    async def _list_pods(self, kube: KubeApi) -> set[JobKey]:
+        """One full listing of the managed pods into the cache; the jobs whose pods changed."""
+        selector = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+        scopes = [(ns, f"/api/v1/namespaces/{ns}/pods") for ns in self.config.namespaces] or [
+            ("", "/api/v1/pods")
+        ]
+        changed: set[JobKey] = set()
+        for namespace, path in scopes:
+            items, version = await kube.list_snapshot("pods", path, label_selector=selector)
+            changed |= self.caches.resync_pods(items, version, namespace=namespace)
+        return changed
+
+    async def _resync_pods(self, kube: KubeApi) -> None:
+        """Every ``pod_resync_seconds``: list the pods again, so none the watches missed lingers."""
+        while True:
+            await asyncio.sleep(self.config.pod_resync_seconds)
+            try:
+                changed = await self._list_pods(kube)
+            except Exception as exc:  # the next period tries again
+                log.warning("pod resync failed: %r", exc)
+                continue
+            for key in changed:
+                if key in self.caches.jobs:
+                    self._enqueue(key)
 
     async def stop(self) -> None:
         if self._election is not None and self._election is not asyncio.current_task():

@@ -1,14 +1,22 @@
 """Informer-style caches fed by kopf's watch events: jobs, the pods of each job, node readiness.
 
-They hold only what the watches show (rebuilt from the initial listing after a restart); no
-decision is kept here. A stale cache is safe: status writes carry a resourceVersion, creates are
-create-if-absent and deletes tolerate 404.
+kopf lists each kind, watches from the list's resourceVersion and lists again when a watch ends
+(410 Gone included), but it never reports an object that vanished while no watch was running. The
+pod cache therefore also takes full listings (:meth:`Caches.resync_pods`, at start-up and then
+periodically): a cached pod the listing no longer holds is dropped as if its deletion had been
+seen, so no vanished pod is believed to exist for longer than one resync period. A deletion that
+finds its pod gone (:meth:`Caches.forget_pod`) drops it at once.
+
+Deletions leave tombstones (the resourceVersion they were seen at), so an older copy of a deleted
+pod (a listing that raced the watch) cannot bring it back. No decision is kept here. A stale cache
+is safe: status writes carry a resourceVersion, creates are create-if-absent, and pod deletions
+carry the pod's uid and touch only older gang generations.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hyperframe.constants import LABEL_JOB
@@ -19,6 +27,8 @@ __all__ = ["Caches", "JobKey"]
 
 JobKey = tuple[str, str]
 """(namespace, name) of a HyperFrameJob."""
+PodKey = tuple[str, str]
+"""(namespace, name) of a pod."""
 
 
 def _rv(body: Mapping[str, Any]) -> int | None:
@@ -30,8 +40,13 @@ class Caches:
     def __init__(self) -> None:
         self.jobs: dict[JobKey, dict[str, Any]] = {}
         self._pods: dict[JobKey, dict[str, ObservedPod]] = {}
-        self._pod_uids: dict[tuple[str, str], str] = {}
-        self._pod_rvs: dict[tuple[str, str], int] = {}
+        self._pod_uids: dict[PodKey, str] = {}
+        self._pod_rvs: dict[PodKey, int] = {}
+        self._pod_jobs: dict[PodKey, JobKey] = {}
+        self._tombstones: dict[PodKey, int] = {}
+        """resourceVersion each deleted pod was last seen at; older copies of it are ignored."""
+        self._last_list_rv: dict[str, int] = {}
+        """Per listing scope (a namespace, or "" for all), the resourceVersion of the previous one."""
         self._phases: Counter[str] = Counter()
         self.nodes: dict[str, NodeState] = {}
 
@@ -53,36 +68,98 @@ class Caches:
     # -- pods -------------------------------------------------------------------------------
 
     def pod_event(self, event_type: str | None, body: Mapping[str, Any]) -> JobKey | None:
-        """Update the cache from a pod event; returns the job to reconcile."""
+        """Update the cache from a pod event (``None``: a listed copy); returns the job to reconcile."""
         meta = body.get("metadata") or {}
-        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        pod_key: PodKey = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         job_name = (meta.get("labels") or {}).get(LABEL_JOB)
         if not job_name:
             return None
-        key = (namespace, str(job_name))
         rv = _rv(body)
-        seen = self._pod_rvs.get((namespace, name))
-        if rv is not None and seen is not None and rv < seen:
-            return None  # an older copy (the startup list) racing the watch
-        pods = self._pods.setdefault(key, {})
-        old = pods.pop(name, None)
-        if old is not None:
-            self._phases[old.phase] -= 1
+        if rv is not None and (
+            rv < self._pod_rvs.get(pod_key, -1) or rv <= self._tombstones.get(pod_key, -1)
+        ):
+            return None  # an older copy (a listing) racing the watch
         if event_type == "DELETED":
-            self._pod_uids.pop((namespace, name), None)
-            self._pod_rvs.pop((namespace, name), None)
-            if not pods:
-                del self._pods[key]
-            return key
+            dropped = self._drop_pod(pod_key, tombstone=rv)
+            return dropped or (pod_key[0], str(job_name))
         pod = observe_pod(body)
+        self._drop_pod(pod_key, tombstone=None)
         if pod is None:
             return None
-        pods[name] = pod
-        self._pod_uids[(namespace, name)] = str(meta.get("uid", ""))
+        key = (pod_key[0], str(job_name))
+        self._tombstones.pop(pod_key, None)
+        self._pods.setdefault(key, {})[pod.name] = pod
+        self._pod_uids[pod_key] = str(meta.get("uid", ""))
+        self._pod_jobs[pod_key] = key
         if rv is not None:
-            self._pod_rvs[(namespace, name)] = rv
+            self._pod_rvs[pod_key] = rv
         self._phases[pod.phase] += 1
         return key
+
+    def _drop_pod(self, pod_key: PodKey, *, tombstone: int | None) -> JobKey | None:
+        """Remove a pod; with ``tombstone``, remember its deletion at that resourceVersion."""
+        rv = self._pod_rvs.pop(pod_key, None)
+        mark = max((v for v in (tombstone, rv) if v is not None), default=None)
+        if tombstone is not None and mark is not None:
+            self._tombstones[pod_key] = mark
+        self._pod_uids.pop(pod_key, None)
+        key = self._pod_jobs.pop(pod_key, None)
+        if key is None:
+            return None
+        pods = self._pods.get(key, {})
+        old = pods.pop(pod_key[1], None)
+        if old is not None:
+            self._phases[old.phase] -= 1
+        if not pods:
+            self._pods.pop(key, None)
+        return key
+
+    def forget_pod(self, namespace: str, name: str, uid: str) -> JobKey | None:
+        """The pod ``uid`` is gone (a deletion found it missing): drop it; returns its job."""
+        pod_key = (namespace, name)
+        if self._pod_uids.get(pod_key) != uid:
+            return None  # already replaced by a newer pod of that name, or already dropped
+        return self._drop_pod(pod_key, tombstone=self._pod_rvs.get(pod_key, 0))
+
+    def resync_pods(
+        self, items: Iterable[Mapping[str, Any]], list_rv: str, *, namespace: str = ""
+    ) -> set[JobKey]:
+        """Reconcile the cache with a full listing taken at ``list_rv`` (of ``namespace``, or "": all).
+
+        Listed copies update the cache (older ones are ignored). A cached pod of that scope the listing
+        lacks is dropped as deleted unless the cache saw it change after the listing was taken.
+        Returns the jobs whose pods changed.
+        """
+        version = int(list_rv) if list_rv.isdigit() else None
+        changed: set[JobKey] = set()
+        listed: set[PodKey] = set()
+        for body in items:
+            meta = body.get("metadata") or {}
+            pod_key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+            listed.add(pod_key)
+            if _rv(body) is not None and _rv(body) == self._pod_rvs.get(pod_key):
+                continue  # unchanged
+            key = self.pod_event(None, body)
+            if key is not None:
+                changed.add(key)
+        for pod_key in [k for k in self._pod_jobs if not namespace or k[0] == namespace]:
+            if pod_key in listed:
+                continue
+            seen = self._pod_rvs.get(pod_key)
+            if version is not None and seen is not None and seen > version:
+                continue  # created (or changed) after the listing was taken
+            key = self._drop_pod(pod_key, tombstone=version if version is not None else seen)
+            if key is not None:
+                changed.add(key)
+        if version is not None:
+            # Tombstones older than the previous listing cannot be raced by anything still in flight.
+            previous = self._last_list_rv.get(namespace)
+            if previous is not None:
+                for pod_key in [k for k, v in self._tombstones.items() if v <= previous]:
+                    if not namespace or pod_key[0] == namespace:
+                        del self._tombstones[pod_key]
+            self._last_list_rv[namespace] = version
+        return changed
 
     def pods_of(self, key: JobKey) -> list[ObservedPod]:
         return list(self._pods.get(key, {}).values())

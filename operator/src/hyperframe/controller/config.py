@@ -71,6 +71,9 @@ class OperatorConfig:
     """How long a node may be NotReady under a gang before its pods are force-deleted and the gang restarts."""
     terminating_grace_seconds: float = 60.0
     """How long a pod may sit in Terminating before the operator force-deletes it."""
+    pod_resync_seconds: float = 120.0
+    """How often the active replica lists the pods again; a pod deleted while no watch saw it leaves
+    the cache within this time."""
     progress_flush_seconds: float = 10.0
     """Most frequent ``status.progress`` write per job; reports in between are coalesced (must be <= 30)."""
     log_format: str = "json"
@@ -84,6 +87,7 @@ class OperatorConfig:
             "restart_backoff_seconds",
             "restart_backoff_max_seconds",
             "progress_flush_seconds",
+            "pod_resync_seconds",
             "lease_duration_seconds",
             "lease_renew_deadline_seconds",
             "lease_retry_seconds",

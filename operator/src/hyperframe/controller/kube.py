@@ -4,6 +4,8 @@ The official client is synchronous; calls run in a bounded thread pool so that m
 created in parallel while the event loop stays free. Bodies stay plain JSON both ways (no model
 classes), which keeps CPU and memory low at scale.
 Create calls tolerate 409 AlreadyExists and deletes tolerate 404: every write is idempotent.
+With a :class:`.fence.WriteFence` every write (any method but GET) is fenced: refused once the
+leader's term has ended, and given a total timeout that ends with the term.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 
 from hyperframe.constants import GROUP, JOB_PLURAL, RUNTIME_PLURAL, VERSION
 
+from .fence import WriteFence
 from .metrics import Metrics
 from .ratelimit import TokenBucket
 
-__all__ = ["USER_AGENT_PREFIX", "ApiError", "Conflict", "KubeApi", "load_api_client"]
+__all__ = ["USER_AGENT_PREFIX", "ApiError", "Conflict", "KubeApi", "api_client_for", "load_api_client"]
 
 log = logging.getLogger("hyperframe.controller.kube")
 
@@ -30,6 +34,8 @@ _JSON = "application/json"
 # (connect, read) seconds: a request to a struggling API server fails and is retried by the work
 # queue instead of holding a thread forever.
 _REQUEST_TIMEOUT = (10.0, 60.0)
+_FENCED_TIMEOUT_MAX = 60.0
+"""The longest total timeout of a fenced write (less when the leader's term ends sooner)."""
 _MERGE_PATCH = "application/merge-patch+json"
 # managedFields name the writer by the user agent up to its first "/".
 USER_AGENT_PREFIX = "hyperframe-operator-"
@@ -68,17 +74,25 @@ class Conflict(ApiError):
 
 
 def load_api_client(pool_size: int, *, identity: str) -> Any:
-    """In-cluster credentials when running in a pod, else the kubeconfig (``KUBECONFIG``).
-
-    The user agent names the replica, so the API server's managedFields (and audit log) say which
-    replica wrote an object.
-    """
+    """In-cluster credentials when running in a pod, else the kubeconfig (``KUBECONFIG``)."""
     configuration = client.Configuration()
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return api_client_for(configuration, pool_size, identity=identity)
+
+
+def api_client_for(configuration: Any, pool_size: int, *, identity: str) -> Any:
+    """The operator's API client for a loaded configuration.
+
+    The user agent names the replica, so the API server's managedFields (and audit log) say which
+    replica wrote an object.
+    """
     configuration.connection_pool_maxsize = pool_size
+    # No resending inside urllib3 (it would resend a PUT or DELETE after a read timeout, and restart
+    # a fenced write's timeout): a failed request fails, and the work queue or the elector retries it.
+    configuration.retries = False
     api_client = client.ApiClient(configuration)
     api_client.user_agent = f"{USER_AGENT_PREFIX}{identity}/operator"
     return api_client
@@ -91,8 +105,18 @@ class KubeApi:
     plain JSON dicts both ways: no model (de)serialization, which keeps CPU and memory low at scale.
     """
 
-    def __init__(self, api_client: Any, *, qps: float, burst: int, workers: int, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        qps: float,
+        burst: int,
+        workers: int,
+        metrics: Metrics,
+        fence: WriteFence | None = None,
+    ) -> None:
         self._api_client = api_client
+        self._fence = fence
         self._bucket = TokenBucket(qps=qps, burst=burst)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
         self._metrics = metrics
@@ -100,9 +124,24 @@ class KubeApi:
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def _timeout(self, method: str, timeout: float | None) -> float | tuple[float, float]:
+        """The client timeout of a request about to be sent (a float is urllib3's total timeout)."""
+        if self._fence is not None and method != "GET":
+            return self._fence.budget(timeout if timeout is not None else _FENCED_TIMEOUT_MAX)
+        return timeout if timeout is not None else _REQUEST_TIMEOUT
+
     def _send(
-        self, method: str, path: str, query: list[tuple[str, str]] | None, body: Any, content_type: str
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
     ) -> dict[str, Any]:
+        # In the sending thread, after every wait (token bucket, a free thread): the fence is asked
+        # at the last moment before the request leaves.
+        request_timeout = self._timeout(method, timeout)
         headers = {"Accept": _JSON}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -114,8 +153,11 @@ class KubeApi:
             body=body,
             auth_settings=["BearerToken"],
         )
-        response = self._api_client.call_api(*request, _request_timeout=_REQUEST_TIMEOUT)
-        data = response.read() or b""
+        try:
+            response = self._api_client.call_api(*request, _request_timeout=request_timeout)
+            data = response.read() or b""
+        except urllib3.exceptions.HTTPError as exc:  # timeouts, refused or dropped connections
+            raise ConnectionError(f"{method} {path}: {exc}") from exc
         if not 200 <= response.status <= 299:
             kind = Conflict if response.status == 409 else ApiError
             raise kind(int(response.status), str(response.reason), data.decode(errors="replace"))
@@ -133,13 +175,19 @@ class KubeApi:
         body: Any = None,
         content_type: str = _JSON,
         tolerate: tuple[int, ...] = (),
+        timeout: float | None = None,
     ) -> dict[str, Any] | None:
-        """One API request; None when the answer is one of the ``tolerate`` statuses."""
+        """One API request; None when the answer is one of the ``tolerate`` statuses.
+
+        ``timeout`` is a total one, in seconds (default: 10 s to connect, 60 s per read).
+        """
         await self._bucket.acquire()
         self._metrics.api_requests.labels(verb=verb, resource=resource).inc()
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._pool, self._send, method, path, query, body, content_type)
+            return await loop.run_in_executor(
+                self._pool, self._send, method, path, query, body, content_type, timeout
+            )
         except ApiError as exc:
             if exc.status in tolerate:
                 return None
@@ -187,18 +235,22 @@ class KubeApi:
 
     # -- the leader-election Lease ------------------------------------------------------------
 
-    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def get_lease(self, namespace: str, name: str, *, timeout: float) -> dict[str, Any] | None:
         path = f"{_LEASES.format(ns=namespace)}/{name}"
-        return await self._request("get", "leases", "GET", path, tolerate=(404,))
+        return await self._request("get", "leases", "GET", path, tolerate=(404,), timeout=timeout)
 
-    async def create_lease(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def create_lease(
+        self, namespace: str, body: Mapping[str, Any], *, timeout: float
+    ) -> dict[str, Any]:
         path = _LEASES.format(ns=namespace)
-        return await self._request("create", "leases", "POST", path, body=dict(body)) or {}
+        return await self._request("create", "leases", "POST", path, body=dict(body), timeout=timeout) or {}
 
-    async def replace_lease(self, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async def replace_lease(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, timeout: float
+    ) -> dict[str, Any]:
         """PUT with the body's resourceVersion: fails with :class:`Conflict` if another replica wrote first."""
         path = f"{_LEASES.format(ns=namespace)}/{name}"
-        return await self._request("update", "leases", "PUT", path, body=dict(body)) or {}
+        return await self._request("update", "leases", "PUT", path, body=dict(body), timeout=timeout) or {}
 
     # -- objects of a job -------------------------------------------------------------------
 
@@ -227,17 +279,18 @@ class KubeApi:
             tolerate=(409,),
         )
 
-    async def delete_pod(self, namespace: str, name: str, *, force: bool, uid: str | None = None) -> None:
-        """Delete a pod if present; with ``uid``, only that incarnation (a 409 precondition failure
-        means it is already gone and another pod has the name: tolerated, nothing deleted)."""
-        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+    async def delete_pod(self, namespace: str, name: str, *, uid: str, force: bool) -> bool:
+        """Delete the pod ``name`` only if it is still the one with ``uid``.
+
+        False when that pod no longer exists: gone (404), or the name now belongs to a newer pod
+        (409: the uid precondition failed), which is left alone.
+        """
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
         if force:
             body["gracePeriodSeconds"] = 0
-        if uid:
-            body["preconditions"] = {"uid": uid}
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
-        await self._request(
-            "delete", "pods", "DELETE", path, body=body, tolerate=(404, 409) if uid else (404,)
+        return (
+            await self._request("delete", "pods", "DELETE", path, body=body, tolerate=(404, 409)) is not None
         )
 
     async def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -263,8 +316,17 @@ class KubeApi:
 
     async def list_all(self, resource: str, path: str, *, label_selector: str = "") -> list[dict[str, Any]]:
         """Every object of a collection, 500 at a time."""
+        items, _ = await self.list_snapshot(resource, path, label_selector=label_selector)
+        return items
+
+    async def list_snapshot(
+        self, resource: str, path: str, *, label_selector: str = ""
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object of a collection and the resourceVersion of the list (one consistent snapshot:
+        the continue token of each page keeps the first page's resourceVersion)."""
         items: list[dict[str, Any]] = []
         token = ""
+        version = ""
         while True:
             query = [("limit", "500")]
             if label_selector:
@@ -273,6 +335,8 @@ class KubeApi:
                 query.append(("continue", token))
             page = await self._request("list", resource, "GET", path, query=query) or {}
             items.extend(i for i in page.get("items") or () if isinstance(i, dict))
-            token = str((page.get("metadata") or {}).get("continue") or "")
+            meta = page.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            token = str(meta.get("continue") or "")
             if not token:
-                return items
+                return items, version

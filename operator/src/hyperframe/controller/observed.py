@@ -63,7 +63,7 @@ class ObservedPod:
     kueue_stopped: str | None = None
     """Why Kueue stopped the pod (its ``TerminationTarget`` condition: preemption, eviction), else None."""
     uid: str = ""
-    """``metadata.uid``: deletions that must hit this incarnation only carry it as a precondition."""
+    """``metadata.uid``: a deletion names it as a precondition, so it never hits a newer pod of that name."""
 
     @property
     def gate_passed(self) -> bool:

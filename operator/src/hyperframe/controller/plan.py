@@ -30,10 +30,10 @@ class Event:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PodDeletion:
     name: str
+    uid: str
+    """The deletion's precondition: a newer pod that took the name is left alone."""
     force: bool = False
     """Grace period 0: the pod sits on a NotReady node or in Terminating past the grace period."""
-    uid: str | None = None
-    """Delete only this incarnation of the pod (a uid precondition), when known."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

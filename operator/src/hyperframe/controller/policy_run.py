@@ -44,4 +44,4 @@ def pods_to_clean(
             or (policy == CleanPodPolicy.RUNNING and pod.phase not in ("Succeeded", "Failed"))
         ):
             doomed.append(pod)
-    return tuple(PodDeletion(name=p.name) for p in doomed)
+    return tuple(PodDeletion(name=p.name, uid=p.uid) for p in doomed)

@@ -3,6 +3,10 @@
 Order of effects (see :mod:`.plan`): the status is written once, with the resourceVersion it was
 computed from; then pods are deleted and objects created, all in parallel; then events are posted.
 A stale read makes the status write fail with a conflict, and the job is simply reconciled again.
+A plan that acts (deletes, creates) always makes that resourceVersion-checked write first, an
+empty one when the status does not change, so nothing is done on a view of the job that is no
+longer current. Pod deletions name the pod's uid; one that finds its pod gone drops it from the
+cache, so a pod that no longer exists cannot hold the gang back.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
 from .gang import Describe, GangOutcome, create_gang, dry_run_gang
 from .kube import ApiError, Conflict, KubeApi
 from .metrics import Metrics
-from .plan import Plan
+from .plan import Plan, PodDeletion
 from .policy_gang import Refusal
 from .rejection import rejection_message
 from .state_machine import hold, invalid, reconcile, refused
@@ -233,7 +237,8 @@ class Reconciler:
         namespace, name = key
         meta = body.get("metadata") or {}
         patch = plan.status.to_patch(body.get("status"))
-        if patch:
+        acts = bool(plan.delete_pods or objects or plan.delete_job)
+        if patch or acts:
             try:
                 fresh = await self._kube.patch_job_status(
                     namespace, name, patch, resource_version=str(meta.get("resourceVersion", "")) or None
@@ -247,10 +252,9 @@ class Reconciler:
                 return 0.0
             if fresh:
                 self._caches.put_job(fresh)
-            self._count(stored, plan)
-        actions = [
-            self._kube.delete_pod(namespace, d.name, force=d.force, uid=d.uid) for d in plan.delete_pods
-        ]
+            if patch:
+                self._count(stored, plan)
+        actions = [self._delete_pod(namespace, d) for d in plan.delete_pods]
         outcome, *results = await asyncio.gather(
             create_gang(self._kube, namespace, objects or (), describe or _raw_message),
             *actions,
@@ -275,7 +279,18 @@ class Reconciler:
             )
         for event in plan.events:
             log.info("%s/%s %s: %s", namespace, name, event.reason, event.message)
+        if any(r is False for r in results):
+            return 0.0  # a pod turned out to be gone already: decide again on the corrected cache
         return plan.requeue_after
+
+    async def _delete_pod(self, namespace: str, deletion: PodDeletion) -> bool:
+        """Delete one pod of the plan; False (and dropped from the cache) when it was gone already."""
+        deleted = await self._kube.delete_pod(
+            namespace, deletion.name, uid=deletion.uid, force=deletion.force
+        )
+        if not deleted:
+            self._caches.forget_pod(namespace, deletion.name, deletion.uid)
+        return deleted
 
     def _count(self, stored: JobStatus, plan: Plan) -> None:
         new = plan.status

@@ -72,7 +72,7 @@ class _Draft:
         self.events.append(Event(type=kind, reason=reason, message=message))
 
     def delete(self, pod: ObservedPod, *, force: bool = False) -> None:
-        self.deletions[pod.name] = PodDeletion(name=pod.name, force=force)
+        self.deletions[pod.name] = PodDeletion(name=pod.name, uid=pod.uid, force=force)
 
     def after(self, seconds: float) -> None:
         # Never "again right now": whatever is due now is already in this plan, and a zero requeue
@@ -212,7 +212,10 @@ def _active(d: _Draft, pods: Sequence[ObservedPod], dead: set[str], settings: Po
 
     generation = d.status.gang_generation
     current = [p for p in pods if p.generation == generation]
-    stale = [p for p in pods if p.generation != generation]
+    # Only older generations are stale. A pod of a newer one means this view of the job lags behind
+    # another writer's (a replica that led before): it is left alone, and the status write this
+    # plan depends on fails on the resourceVersion.
+    stale = [p for p in pods if p.generation < generation]
     for pod in stale:
         if pod.deleting_since is None:
             d.delete(pod)
@@ -310,7 +313,7 @@ def _retry_refused_gang(d: _Draft, current: Sequence[ObservedPod], settings: Pol
     (:mod:`.policy_gang`); True when the retry is due now."""
     for pod in current:
         if pod.deleting_since is None:
-            d.deletions[pod.name] = PodDeletion(name=pod.name, uid=pod.uid or None)
+            d.deletions[pod.name] = PodDeletion(name=pod.name, uid=pod.uid)
     if current:
         return False  # the retry reuses the pods' names: wait until they are gone
     refusal = d.status.condition(C.GANG_REFUSED)
@@ -444,12 +447,12 @@ def refused(
     """
     generation = status.gang_generation
     rollback = {
-        p.name: PodDeletion(name=p.name, uid=p.uid or None)
+        p.name: PodDeletion(name=p.name, uid=p.uid)
         for p in pods
         if p.generation == generation and p.deleting_since is None
     }
     for name, uid in created.items():
-        rollback.setdefault(name, PodDeletion(name=name, uid=uid or None))
+        rollback.setdefault(name, PodDeletion(name=name, uid=uid))
     if refusal.permanent:
         plan = invalid(
             job_generation,
