@@ -50,6 +50,7 @@ CONDITION_TYPES: Final[tuple[str, ...]] = (
     "Restarting",
     "Suspended",
     "Queued",
+    "Unschedulable",
     "Succeeded",
     "Failed",
 )

@@ -48,6 +48,7 @@ class ConditionType(StrEnum):
     RESTARTING = "Restarting"
     SUSPENDED = "Suspended"
     QUEUED = "Queued"
+    UNSCHEDULABLE = "Unschedulable"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
