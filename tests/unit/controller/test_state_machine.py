@@ -259,12 +259,6 @@ def test_with_the_wait_action_an_unschedulable_gang_waits_with_the_condition() -
     assert cond is not None and cond.status == "False" and cond.reason == "Scheduled"
 
 
-def test_a_gang_waiting_for_kueue_is_never_unschedulable() -> None:
-    queued = [Pod(0).queued("gpus").obj(), Pod(1).queued("gpus").obj()]
-    plan = run(job(), started(), queued, now_s=10_000)
-    assert plan.status.phase == Phase.PENDING and plan.status.condition(C.UNSCHEDULABLE) is None
-
-
 def test_restarted_gang_waits_for_old_pods_and_backoff_then_comes_back() -> None:
     status = run(job(), started(), [bad_gate(0, "n1", bad=(0,)), Pod(1).on("n2").obj()], now_s=5).status
     dying = [Pod(0).on("n1").deleting(at(5)).obj()]
