@@ -256,11 +256,21 @@ def wait_running_gang(
 
 
 @pytest.fixture(scope="module")
+def operator_settings() -> Mapping[str, str]:
+    """``HYPERFRAME_*`` settings of the module's operator on top of ``TEST_SETTINGS``; a test module
+    overrides this fixture to change them."""
+    return {}
+
+
+@pytest.fixture(scope="module")
 def operator(
-    kubectl: Kubectl, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+    kubectl: Kubectl,
+    kubeconfig: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    operator_settings: Mapping[str, str],
 ) -> Iterator[OperatorProcess]:
     install_api(kubectl)
-    op = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    op = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log", operator_settings)
     op.start()
     try:
         yield op
