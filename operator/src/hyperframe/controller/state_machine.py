@@ -306,7 +306,15 @@ def _unschedulable(
     message = stuck.describe(settings.unschedulable_timeout_seconds, d.status.excluded_nodes)
     if settings.unschedulable_action == UnschedulableAction.FAIL:
         d.cond(C.UNSCHEDULABLE, True, "Unschedulable", message)
-        _finish(d, pods, Phase.FAILED, "Unschedulable", f"{message}; failed (unschedulable action Fail)")
+        # Every pod goes, whatever cleanPodPolicy says: a pod left Pending would start once placed.
+        _finish(
+            d,
+            pods,
+            Phase.FAILED,
+            "Unschedulable",
+            f"{message}; failed (unschedulable action Fail)",
+            everything=True,
+        )
         return True
     wait = f"{message}; waiting (unschedulable action Wait)"
     if not d.status.is_true(C.UNSCHEDULABLE):
