@@ -23,7 +23,7 @@ from hyperframe.smoke_report import DeviceFigures, Fault, SmokeReport
 from hyperframe_runtime.smoke.config import GateConfig
 from hyperframe_runtime.smoke.outcome import AllReduceFigure, Failure, RankRecord
 
-__all__ = ["build_report", "fault_of", "headline_figure"]
+__all__ = ["build_report", "headline_figure"]
 
 
 def headline_figure(records: Sequence[RankRecord]) -> AllReduceFigure | None:
@@ -85,7 +85,7 @@ def _suspects(failure: Failure, job: Sequence[RankRecord]) -> tuple[int, ...]:
     return tuple(sorted(suspects))
 
 
-def fault_of(node_rank: int, suspects: Sequence[int]) -> Fault:
+def _fault_of(node_rank: int, suspects: Sequence[int]) -> Fault:
     """Whose fault a failure is, for the node ``node_rank``, given the nodes the gate blames."""
     if node_rank in suspects:
         return Fault.OWN
@@ -130,5 +130,5 @@ def build_report(
         remedy=entry.remedy,
         missing_ranks=list(failure.missing_ranks),
         suspect_node_ranks=list(suspects),
-        fault=fault_of(config.node_rank, suspects),
+        fault=_fault_of(config.node_rank, suspects),
     )
