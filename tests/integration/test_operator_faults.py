@@ -48,11 +48,7 @@ GPU_NODES = [gpu_node_name(i) for i in range(4)]
 
 
 UNSCHEDULABLE_AFTER_S = 15
-
-
-@pytest.fixture(scope="module")
-def operator_settings() -> dict[str, str]:
-    return {"HYPERFRAME_UNSCHEDULABLE_TIMEOUT_SECONDS": str(UNSCHEDULABLE_AFTER_S)}
+OPERATOR_SETTINGS = {"HYPERFRAME_UNSCHEDULABLE_TIMEOUT_SECONDS": str(UNSCHEDULABLE_AFTER_S)}
 
 
 @functools.cache
