@@ -257,10 +257,16 @@ def wait_running_gang(
 
 @pytest.fixture(scope="module")
 def operator(
-    kubectl: Kubectl, kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory
+    kubectl: Kubectl,
+    kubeconfig: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[OperatorProcess]:
+    """The module's operator; a module's ``OPERATOR_SETTINGS`` (``HYPERFRAME_*`` values) go on top
+    of ``TEST_SETTINGS``."""
     install_api(kubectl)
-    op = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log")
+    settings: Mapping[str, str] = getattr(request.module, "OPERATOR_SETTINGS", {})
+    op = OperatorProcess(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log", settings)
     op.start()
     try:
         yield op

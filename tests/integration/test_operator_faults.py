@@ -47,10 +47,38 @@ __all__ = ["operator"]
 GPU_NODES = [gpu_node_name(i) for i in range(4)]
 
 
-def _gate_report(node: str, exit_code: int = SmokeExit.FAIL) -> str:
-    reason_id = "config.invalid" if exit_code == SmokeExit.CONFIG else "collective.busbw"
-    report = SmokeReport.failure(reason_id, f"all-reduce busbw 12.5 GB/s < 100 GB/s on {node}", node=node)
+UNSCHEDULABLE_AFTER_S = 15
+OPERATOR_SETTINGS = {"HYPERFRAME_UNSCHEDULABLE_TIMEOUT_SECONDS": str(UNSCHEDULABLE_AFTER_S)}
+
+
+@functools.cache
+def _gate_reports() -> ModuleType:
+    """tests/unit/controller/gate_reports.py: termination messages built by the gate's own code."""
+    spec = importlib.util.spec_from_file_location(
+        "hf_gate_reports", REPO / "tests/unit/controller/gate_reports.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _missing_gpu_report(node: str) -> str:
+    """What the real gate of a 1-node gang writes when a GPU of its node is missing."""
+    return str(_gate_reports().gate_message(0, node, nnodes=1, bad_node_ranks=(0,)))
+
+
+def _busbw_report(node: str) -> str:
+    """What the real gate writes when the job-wide busbw is below the floor (it blames no node)."""
+    return str(_gate_reports().gate_message(0, node, nnodes=2, busbw=12.5, min_busbw=100.0))
+
+
+def _config_error_report(node: str) -> str:
+    report = SmokeReport.failure("config.invalid", f"job.json: bad value on {node}", node=node)
     return report.to_termination_message()
+
+
+_SPARE_TAINT = "hyperframe.dev/test-spare=true:NoSchedule"
 
 
 @pytest.fixture
@@ -60,16 +88,20 @@ def healthy_nodes(kubectl: Kubectl) -> Iterator[None]:
     clear_node_faults(kubectl)
     for node in GPU_NODES:
         kubectl.run("uncordon", node, check=False)
+        kubectl.run("taint", "node", node, _SPARE_TAINT.split("=")[0] + "-", check=False)
         set_node_ready(kubectl, node)
 
 
 def test_gate_failure_on_one_node_excludes_it_and_the_gang_succeeds_elsewhere(
     operator: OperatorProcess, kubectl: Kubectl, namespace: str, healthy_nodes: None
 ) -> None:
-    bad, spare = GPU_NODES[0], GPU_NODES[3]
-    kubectl.run("cordon", spare)  # the first gang must land on the bad node: 3 pods on nodes 0-2
-    fail_init_containers_on_node(kubectl, bad, exit_code=SmokeExit.FAIL, message=_gate_report(bad))
-    kubectl.apply([gpu_job("gatefail", namespace, nodes=3)])
+    bad, others = GPU_NODES[0], GPU_NODES[1:]
+    # The first gang must land on the bad node. A taint (not a cordon) keeps it off the others:
+    # the operator counts cordoned nodes out of the pool an exclusion must leave.
+    for node in others:
+        kubectl.run("taint", "node", node, _SPARE_TAINT)
+    fail_init_containers_on_node(kubectl, bad, exit_code=SmokeExit.FAIL, message=_missing_gpu_report(bad))
+    kubectl.apply([gpu_job("gatefail", namespace, nodes=1)])
     st = wait(
         operator,
         lambda: status(kubectl, namespace, "gatefail"),
@@ -77,36 +109,57 @@ def test_gate_failure_on_one_node_excludes_it_and_the_gang_succeeds_elsewhere(
         what=f"{bad} excluded after one restart",
     )
     failed = condition(st, "SmokeTestFailed")
-    assert failed["status"] == "True" and bad in failed["message"] and "collective.busbw" in failed["message"]
+    assert failed["status"] == "True" and bad in failed["message"] and "device.count" in failed["message"]
     entry = next(n for n in st["smokeTest"]["nodes"] if n["node"] == bad)
-    assert entry["passed"] is False and entry["reason"] == "collective.busbw"
+    assert entry["passed"] is False and entry["reason"] == "device.count"
 
-    kubectl.run("uncordon", spare)
-    gang = wait_running_gang(operator, kubectl, namespace, "gatefail", nodes=3, generation=1)
+    for node in others:
+        kubectl.run("taint", "node", node, _SPARE_TAINT.split("=")[0] + "-")
+    gang = wait_running_gang(operator, kubectl, namespace, "gatefail", nodes=1, generation=1)
     assert bad not in {p["spec"]["nodeName"] for p in gang}, "the excluded node got a pod again"
     finish_pod(kubectl, namespace, rank_pod(gang, 0)["metadata"]["name"], exit_code=0)
     st = wait_phase(operator, kubectl, namespace, "gatefail", "Succeeded")
     assert st["excludedNodes"] == [bad]
 
 
-def test_gate_failure_on_every_node_fails_at_the_backoff_limit(
+def test_a_busbw_shortfall_everywhere_excludes_no_node_and_fails_at_the_backoff_limit(
     operator: OperatorProcess, kubectl: Kubectl, namespace: str, healthy_nodes: None
 ) -> None:
     for node in GPU_NODES:
-        fail_init_containers_on_node(kubectl, node, exit_code=SmokeExit.FAIL, message=_gate_report(node))
+        fail_init_containers_on_node(kubectl, node, exit_code=SmokeExit.FAIL, message=_busbw_report(node))
     kubectl.apply([gpu_job("allbad", namespace, nodes=1, backoff_limit=2)])
     st = wait_phase(operator, kubectl, namespace, "allbad", "Failed", timeout_s=90)
     failed = condition(st, "Failed")
     assert failed["reason"] == "BackoffLimitExceeded"
     assert "backoffLimit (2)" in failed["message"] and "collective.busbw" in failed["message"]
-    assert st["restarts"] == 2 and len(st["excludedNodes"]) == 3
+    assert st["restarts"] == 2 and st["excludedNodes"] == []
+
+
+def test_a_gang_that_cannot_be_scheduled_fails_with_the_schedulers_message(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str, healthy_nodes: None
+) -> None:
+    # One pod per GPU node and four GPU nodes: the fifth pod of the gang has nowhere to go.
+    kubectl.apply([gpu_job("toobig", namespace, nodes=len(GPU_NODES) + 1)])
+    st = wait_phase(operator, kubectl, namespace, "toobig", "Failed", timeout_s=UNSCHEDULABLE_AFTER_S + 60)
+    cond = condition(st, "Unschedulable")
+    assert cond["status"] == "True" and "unschedulable for" in cond["message"]
+    assert "nodes are available" in cond["message"], "the scheduler's own message"
+    assert condition(st, "Failed")["reason"] == "Unschedulable"
+    wait(
+        operator,
+        lambda: kubectl.json(
+            "get", "events", "-n", namespace, "--field-selector", "involvedObject.name=toobig"
+        ),
+        lambda events: "Unschedulable" in {e["reason"] for e in events["items"]},
+        what="an Unschedulable event on the job",
+    )
 
 
 def test_gate_config_error_fails_at_once(
     operator: OperatorProcess, kubectl: Kubectl, namespace: str, healthy_nodes: None
 ) -> None:
     for node in GPU_NODES:
-        message = _gate_report(node, SmokeExit.CONFIG)
+        message = _config_error_report(node)
         fail_init_containers_on_node(kubectl, node, exit_code=SmokeExit.CONFIG, message=message)
     kubectl.apply([gpu_job("cfgerr", namespace, nodes=1, backoff_limit=3)])
     st = wait_phase(operator, kubectl, namespace, "cfgerr", "Failed")

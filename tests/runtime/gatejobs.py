@@ -43,6 +43,8 @@ class GateRun:
     exit_code: int
     report: SmokeReport
     stdout: str
+    log: Path
+    """The termination log the gate wrote (what the kubelet hands the operator)."""
 
 
 def run_gates(
@@ -86,5 +88,6 @@ def run_gates(
             exit_code=proc.returncode,
             report=SmokeReport.from_termination_message(log.read_text() if log.exists() else ""),
             stdout=out,
+            log=log,
         )
     return runs

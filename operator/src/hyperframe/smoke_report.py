@@ -17,12 +17,13 @@ import json
 import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any, Final
 
 from hyperframe.constants import TERMINATION_MESSAGE_MAX_BYTES, SmokeExit
 from hyperframe.smoke_remedies import FAILURES, remedy_for
 
-__all__ = ["REPORT_VERSION", "DeviceFigures", "DeviceSummary", "SmokeReport"]
+__all__ = ["REPORT_VERSION", "DeviceFigures", "DeviceSummary", "Fault", "SmokeReport"]
 
 REPORT_VERSION: Final = 1
 _FAILED_DEVICES_KEPT: Final = 16
@@ -33,6 +34,17 @@ def _round(value: float | None) -> float | None:
     if value is None or not math.isfinite(value):
         return None
     return float(f"{value:.4g}")  # 4 significant digits: right for 0.13 GB/s and for 712.3 TFLOP/s
+
+
+class Fault(StrEnum):
+    """Whose fault a failed gate is, as the reporting node sees it (``SmokeReport.fault``)."""
+
+    OWN = "own"
+    """This node's own device or host check failed (it is among ``suspect_node_ranks``)."""
+    OTHER = "other"
+    """This node is healthy; it failed only because the nodes in ``suspect_node_ranks`` did."""
+    UNATTRIBUTED = "unattributed"
+    """No node is singled out (a job-wide busbw shortfall, a collective error): blame nobody."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +122,10 @@ class SmokeReport:
     missing_ranks: list[int] = field(default_factory=list)
     """Global ranks that never arrived (timeouts)."""
     suspect_node_ranks: list[int] = field(default_factory=list)
-    """Node ranks the gate blames (failed devices, missing ranks): candidates for exclusion."""
+    """Node ranks the gate blames (failed devices or host checks, missing ranks): the nodes at fault."""
+    fault: Fault | None = None
+    """Whose fault the failure is: this node's, another node's, or nobody's in particular; None on a
+    pass (and in reports of gates that predate the field)."""
 
     @classmethod
     def failure(cls, reason_id: str, reason: str, *, node: str, **fields: Any) -> SmokeReport:
@@ -141,7 +156,7 @@ class SmokeReport:
             }
             for d in self.devices
         ]
-        for optional in ("device_summary", "node_rank"):
+        for optional in ("device_summary", "node_rank", "fault"):
             if data[optional] is None:
                 del data[optional]
         for empty in ("devices_omitted", "missing_ranks", "suspect_node_ranks"):
@@ -250,6 +265,7 @@ class SmokeReport:
             devices_omitted=fields.int_("devices_omitted", 0),
             missing_ranks=fields.int_list("missing_ranks"),
             suspect_node_ranks=fields.int_list("suspect_node_ranks"),
+            fault=_fault(fields.opt_str("fault"), problems),
         )
         if "ok" not in data or "exit_code" not in data:
             problems.append("ok/exit_code missing")
@@ -262,6 +278,16 @@ class SmokeReport:
             note = "report partly unreadable: " + "; ".join(problems)
             report = replace(report, reason=f"{report.reason} ({note})" if report.reason else note)
         return report
+
+
+def _fault(value: str | None, problems: list[str]) -> Fault | None:
+    if value is None:
+        return None
+    try:
+        return Fault(value)
+    except ValueError:
+        problems.append(f"fault: expected one of {', '.join(f.value for f in Fault)}, got {value!r:.40}")
+        return None
 
 
 def _cut(text: str, limit: int) -> str:

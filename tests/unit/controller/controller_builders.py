@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hyperframe.controller.facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
-from hyperframe.controller.observed import ContainerEnd, NodeState, ObservedPod
+from hyperframe.controller.observed import ContainerEnd, NodeState, ObservedPod, Unschedulable
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 SETTINGS = PolicySettings(
@@ -15,6 +15,7 @@ SETTINGS = PolicySettings(
     restart_backoff_max_seconds=300,
     node_not_ready_grace_seconds=30,
     terminating_grace_seconds=60,
+    unschedulable_timeout_seconds=300,
 )
 
 
@@ -91,6 +92,10 @@ class Pod:
     def gate(self, exit_code: int, *, check: str | None = None, busbw: float | None = 180.0) -> Pod:
         node = self._pod.node or "?"
         message = gate_message(ok=exit_code == 0, exit_code=exit_code, node=node, busbw=busbw, check=check)
+        return self.reported(exit_code, message)
+
+    def reported(self, exit_code: int, message: str) -> Pod:
+        """The gate exited with ``exit_code`` after writing ``message`` (see ``gate_reports``)."""
         end = ContainerEnd(
             exit_code=exit_code, reason="Completed" if exit_code == 0 else "Error", message=message
         )
@@ -122,6 +127,11 @@ class Pod:
         self._pod = replace(self._pod, deleting_since=since, kueue_stopped="Preempted: preempted by urgent")
         return self
 
+    def unschedulable(self, since: datetime, message: str) -> Pod:
+        """Not bound: the scheduler set ``PodScheduled=False/Unschedulable`` at ``since``."""
+        self._pod = replace(self._pod, unschedulable=Unschedulable(since=since, message=message))
+        return self
+
     def deleting(self, since: datetime) -> Pod:
         self._pod = replace(self._pod, deleting_since=since)
         return self
@@ -132,6 +142,10 @@ class Pod:
 
 def ready(name: str) -> NodeState:
     return NodeState(name=name, ready=True, since=T0)
+
+
+def cordoned(name: str) -> NodeState:
+    return NodeState(name=name, ready=True, since=T0, cordoned=True)
 
 
 def not_ready(name: str, since: datetime) -> NodeState:

@@ -59,6 +59,14 @@ def test_config_reads_prefixed_variables_and_converts_types() -> None:
             "is plain HTTP but the endpoint serves HTTPS",
         ),
         ({"HYPERFRAME_LEASE_DURATION_SECONDS": "5"}, "HYPERFRAME_LEASE_RETRY_SECONDS"),
+        (
+            {"HYPERFRAME_UNSCHEDULABLE_ACTION": "fail"},
+            "HYPERFRAME_UNSCHEDULABLE_ACTION: 'fail'; use Fail or Wait",
+        ),
+        (
+            {"HYPERFRAME_UNSCHEDULABLE_TIMEOUT_SECONDS": "0"},
+            "HYPERFRAME_UNSCHEDULABLE_TIMEOUT_SECONDS: must be > 0",
+        ),
     ],
 )
 def test_config_errors_name_the_variable_and_the_fix(env: dict[str, str], needle: str) -> None:
@@ -119,6 +127,21 @@ def test_observe_pod_reads_kueues_admission_gate_and_queue() -> None:
     assert gated is not None and gated.queue_gated == "gpus"
 
 
+def test_observe_pod_reads_the_schedulers_unschedulable_verdict_but_not_kueues_gate() -> None:
+    said = "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."
+
+    def scheduled(reason: str) -> dict[str, object]:
+        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": said}
+        body = _pod(phase="Pending", conditions=[{**cond, "lastTransitionTime": "2026-01-01T00:00:00Z"}])
+        return {**body, "spec": {}}
+
+    stuck = observe_pod(scheduled("Unschedulable"))
+    assert stuck is not None and stuck.unschedulable is not None
+    assert stuck.unschedulable.message == said and stuck.unschedulable.since is not None
+    gated = observe_pod(scheduled("SchedulingGated"))  # Kueue's admission gate: queued, not stuck
+    assert gated is not None and gated.unschedulable is None
+
+
 def test_observe_pod_ignores_pods_without_valid_labels() -> None:
     assert observe_pod({"metadata": {"name": "x", "labels": {LABEL_JOB: "j", LABEL_RANK: "one"}}}) is None
 
@@ -134,7 +157,8 @@ def test_observe_node_readiness() -> None:
             },
         }
     )
-    assert node.name == "n1" and not node.ready and node.since is not None
+    assert node.name == "n1" and not node.ready and node.since is not None and not node.cordoned
+    assert observe_node({"metadata": {"name": "n2"}, "spec": {"unschedulable": True}}).cordoned
 
 
 def test_status_round_trips_and_patches_only_changes() -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from controller_builders import SETTINGS, T0, Pod, at, job, not_ready, ready
+from controller_builders import SETTINGS, T0, Pod, at, cordoned, job, not_ready, ready
+from gate_reports import gate_message
 from hyperframe.constants import SmokeExit
-from hyperframe.controller.facts import CleanPodPolicy, JobFacts
+from hyperframe.controller.facts import CleanPodPolicy, JobFacts, UnschedulableAction
 from hyperframe.controller.observed import NodeState, ObservedPod
 from hyperframe.controller.plan import Plan
 from hyperframe.controller.state_machine import reconcile
@@ -133,12 +134,19 @@ def test_gate_running_is_smoke_testing_then_passed_then_running() -> None:
     assert "Running" in reasons(running)
 
 
+def bad_gate(rank: int, node: str, *, bad: tuple[int, ...], generation: int = 0) -> ObservedPod:
+    """Rank ``rank``'s pod on ``node`` after the gate's device check failed on node ranks ``bad``."""
+    return (
+        Pod(rank, generation)
+        .on(node)
+        .reported(SmokeExit.FAIL, gate_message(rank, node, bad_node_ranks=bad))
+        .obj()
+    )
+
+
 def test_gate_failure_excludes_the_node_and_restarts_the_whole_gang() -> None:
     status = started()
-    pods = [
-        Pod(0).on("n1").gate(SmokeExit.FAIL, check="nccl.low_busbw").obj(),
-        Pod(1).on("n2").gate_running().obj(),
-    ]
+    pods = [bad_gate(0, "n1", bad=(0,)), Pod(1).on("n2").gate_running().obj()]
     plan = run(job(), status, pods, now_s=5)
     assert plan.status.phase == Phase.RESTARTING
     assert plan.status.excluded_nodes == ("n1",)
@@ -146,17 +154,113 @@ def test_gate_failure_excludes_the_node_and_restarts_the_whole_gang() -> None:
     assert deleted(plan) == {"j-g0-0", "j-g0-1"}
     assert plan.status.is_true(C.SMOKE_TEST_FAILED)
     failed = plan.status.condition(C.SMOKE_TEST_FAILED)
-    assert failed is not None and "n1" in failed.message and "nccl.low_busbw" in failed.message
+    assert failed is not None and "n1" in failed.message and "device.count" in failed.message
     assert {"SmokeTestFailed", "NodeExcluded", "Restarting"} <= set(reasons(plan))
     assert plan.requeue_after == 10  # first backoff
-    assert plan.gate_failures == ("nccl.low_busbw",)
+    assert plan.gate_failures == ("device.count",)
     assert plan.create_ranks == ()
 
 
+def test_only_the_node_at_fault_is_excluded_not_the_healthy_one_it_failed() -> None:
+    # Both gates fail (the real gate fails every node of the gang), but only node rank 1's device
+    # is missing: node rank 0's report blames node rank 1, not itself.
+    pods = [bad_gate(0, "n1", bad=(1,)), bad_gate(1, "n2", bad=(1,))]
+    plan = run(job(), started(), pods, now_s=5)
+    assert plan.status.excluded_nodes == ("n2",)
+    assert plan.status.phase == Phase.RESTARTING and plan.status.restarts == 1
+
+
+def test_a_report_blaming_another_node_excludes_that_node_even_before_its_own_report() -> None:
+    pods = [bad_gate(0, "n1", bad=(1,)), Pod(1).on("n2").gate_running().obj()]
+    plan = run(job(), started(), pods, now_s=5)
+    assert plan.status.excluded_nodes == ("n2",)
+
+
+def test_a_job_wide_busbw_shortfall_excludes_no_node() -> None:
+    def low(rank: int, node: str) -> ObservedPod:
+        message = gate_message(rank, node, busbw=12.5, min_busbw=100.0)
+        return Pod(rank).on(node).reported(SmokeExit.FAIL, message).obj()
+
+    plan = run(job(), started(), [low(0, "n1"), low(1, "n2")], now_s=5)
+    assert plan.status.excluded_nodes == ()
+    assert "NodeExcluded" not in reasons(plan)
+    failed = plan.status.condition(C.SMOKE_TEST_FAILED)
+    assert failed is not None and "collective.busbw" in failed.message
+    assert plan.status.phase == Phase.RESTARTING and plan.status.restarts == 1
+
+
+def test_exclusions_stop_where_the_gang_could_no_longer_be_scheduled() -> None:
+    # Two schedulable nodes for a gang of two: excluding the bad one would leave the job Pending.
+    two = {n: ready(n) for n in ("n1", "n2")}
+    pods = [bad_gate(0, "n1", bad=(0,)), bad_gate(1, "n2", bad=(0,))]
+    plan = run(job(), started(), pods, now_s=5, nodes=two)
+    assert plan.status.excluded_nodes == ()
+    assert "NodeExcluded" not in reasons(plan) and "NodeExclusionCapped" in reasons(plan)
+    capped = next(e for e in plan.events if e.reason == "NodeExclusionCapped")
+    assert "n1" in capped.message and "2 schedulable node(s)" in capped.message
+    assert plan.status.phase == Phase.RESTARTING, "the retry on the same nodes counts against backoffLimit"
+
+    # A cordoned or NotReady node does not count as a place the gang could go.
+    nodes = {**two, "n3": cordoned("n3"), "n4": not_ready("n4", T0)}
+    assert run(job(), started(), pods, now_s=5, nodes=nodes).status.excluded_nodes == ()
+    nodes = {**two, "n3": ready("n3")}
+    assert run(job(), started(), pods, now_s=5, nodes=nodes).status.excluded_nodes == ("n1",)
+
+
+def test_earlier_exclusions_count_against_the_cap() -> None:
+    status = started(restarts=1, gang_generation=1, excluded_nodes=("n3",))
+    pods = [bad_gate(0, "n1", bad=(0,), generation=1), bad_gate(1, "n2", bad=(0,), generation=1)]
+    plan = run(job(), status, pods, now_s=5)
+    assert plan.status.excluded_nodes == ("n3",)
+    assert "NodeExclusionCapped" in reasons(plan)
+
+
+UNSCHEDULABLE = "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 Insufficient nvidia.com/gpu."
+
+
+def pending(rank: int, since_s: float = 0) -> ObservedPod:
+    return Pod(rank).unschedulable(at(since_s), UNSCHEDULABLE).obj()
+
+
+def test_a_gang_unschedulable_past_the_bound_fails_naming_the_scheduler_message() -> None:
+    status = started(excluded_nodes=("n3",))
+    early = run(job(), status, [pending(0), pending(1, since_s=30)], now_s=100)
+    assert early.status.phase == Phase.PENDING
+    assert early.status.condition(C.UNSCHEDULABLE) is None
+    assert early.requeue_after == 200, "the operator comes back when the bound is reached"
+
+    late = run(job(), early.status, [pending(0), pending(1, since_s=30)], now_s=300)
+    assert late.status.phase == Phase.FAILED
+    cond = late.status.condition(C.UNSCHEDULABLE)
+    assert cond is not None and cond.status == "True" and UNSCHEDULABLE in cond.message
+    assert "pod j-g0-0" in cond.message and "n3" in cond.message
+    failed = late.status.condition(C.FAILED)
+    assert failed is not None and failed.reason == "Unschedulable" and UNSCHEDULABLE in failed.message
+    assert "Unschedulable" in reasons(late)
+    assert deleted(late) == {"j-g0-0", "j-g0-1"}
+
+
+def test_with_the_wait_action_an_unschedulable_gang_waits_with_the_condition() -> None:
+    settings = replace(SETTINGS, unschedulable_action=UnschedulableAction.WAIT)
+
+    def step(status: JobStatus, pods: Sequence[ObservedPod], now_s: float) -> Plan:
+        return reconcile(job(), status, pods, NODES, at(now_s), settings)
+
+    stuck = step(started(), [pending(0), pending(1)], 301)
+    assert stuck.status.phase == Phase.PENDING
+    cond = stuck.status.condition(C.UNSCHEDULABLE)
+    assert cond is not None and cond.status == "True" and "waiting" in cond.message
+    assert reasons(stuck).count("Unschedulable") == 1
+    again = step(stuck.status, [pending(0), pending(1)], 400)
+    assert "Unschedulable" not in reasons(again) and again.status.is_true(C.UNSCHEDULABLE)
+
+    placed = step(again.status, [Pod(0).on("n1").gate_running().obj(), Pod(1).on("n2").obj()], 410)
+    cond = placed.status.condition(C.UNSCHEDULABLE)
+    assert cond is not None and cond.status == "False" and cond.reason == "Scheduled"
+
+
 def test_restarted_gang_waits_for_old_pods_and_backoff_then_comes_back() -> None:
-    status = run(
-        job(), started(), [Pod(0).on("n1").gate(1, check="x").obj(), Pod(1).on("n2").obj()], now_s=5
-    ).status
+    status = run(job(), started(), [bad_gate(0, "n1", bad=(0,)), Pod(1).on("n2").obj()], now_s=5).status
     dying = [Pod(0).on("n1").deleting(at(5)).obj()]
     waiting_old = run(job(), status, dying, now_s=6)
     assert waiting_old.create_ranks == () and waiting_old.status.phase == Phase.RESTARTING
@@ -201,12 +305,12 @@ def test_gate_timeout_restarts_without_excluding() -> None:
 
 def test_gate_failures_until_backoff_limit_fail_the_job_with_the_last_reason() -> None:
     status = started(restarts=2, gang_generation=2)
-    pods = [Pod(0, 2).on("n3").gate(1, check="gpu.ecc").obj(), Pod(1, 2).on("n2").obj()]
+    pods = [bad_gate(0, "n3", bad=(0,), generation=2), Pod(1, 2).on("n2").obj()]
     plan = run(job(backoff_limit=2), status, pods)
     assert plan.status.phase == Phase.FAILED
     failed = plan.status.condition(C.FAILED)
     assert failed is not None and failed.reason == "BackoffLimitExceeded"
-    assert "backoffLimit (2)" in failed.message and "gpu.ecc" in failed.message
+    assert "backoffLimit (2)" in failed.message and "device.count" in failed.message
     assert plan.status.excluded_nodes == ("n3",)
 
 

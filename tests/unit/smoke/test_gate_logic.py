@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hyperframe.constants import SmokeExit
 from hyperframe.smoke_remedies import FAILURES
-from hyperframe.smoke_report import DeviceFigures, SmokeReport
+from hyperframe.smoke_report import DeviceFigures, Fault, SmokeReport
 from hyperframe_runtime.smoke.collective import bus_bandwidth
 from hyperframe_runtime.smoke.config import GateConfig, GateConfigError
 from hyperframe_runtime.smoke.host_checks import check_host, ib_devices, mounted_shm_bytes
@@ -77,6 +77,42 @@ def test_a_device_failure_elsewhere_beats_this_nodes_collective_failure() -> Non
     )
     assert report.failed_check == "device.count" and report.suspect_node_ranks == [1]
     assert report.exit_code == SmokeExit.FAIL
+
+
+def _missing_gpu(node_rank: int) -> Failure:
+    return Failure(
+        reason_id="device.count",
+        message=f"node {node_rank} GPU 0 is not visible",
+        suspect_node_ranks=(node_rank,),
+    )
+
+
+def test_only_the_node_with_the_failed_device_names_itself_at_fault() -> None:
+    bad = [_record(2, failure=_missing_gpu(1)), _record(3)]
+    healthy = [_record(0), _record(1)]
+    job = [*healthy, *bad]
+    mine = build_report(_config(node_rank=1), own=bad, job=job, agent_failure=None, duration_s=1)
+    theirs = build_report(_config(node_rank=0), own=healthy, job=job, agent_failure=None, duration_s=1)
+    for report in (mine, theirs):
+        assert report.exit_code == SmokeExit.FAIL and report.failed_check == "device.count"
+        assert report.suspect_node_ranks == [1]
+    assert mine.fault == Fault.OWN and theirs.fault == Fault.OTHER
+
+
+def test_a_node_reports_its_own_device_failure_and_names_every_bad_node() -> None:
+    job = [_record(0, failure=_missing_gpu(0)), _record(1), _record(2), _record(3, failure=_missing_gpu(1))]
+    config = _config(node_rank=1)
+    report = build_report(config, own=job[2:], job=job, agent_failure=None, duration_s=1)
+    assert report.reason == "node 1 GPU 0 is not visible", "its own failure, not node 0's"
+    assert report.suspect_node_ranks == [0, 1] and report.fault == Fault.OWN
+
+
+def test_a_busbw_shortfall_blames_no_node() -> None:
+    own = [_record(0, busbw=3.0), _record(1, busbw=3.0)]
+    report = build_report(_config(min_busbw_gbps=4.0), own=own, job=own, agent_failure=None, duration_s=1)
+    assert report.failed_check == "collective.busbw" and report.exit_code == SmokeExit.FAIL
+    assert report.suspect_node_ranks == [] and report.fault == Fault.UNATTRIBUTED
+    assert "names no node" in report.reason
 
 
 def test_missing_ranks_beat_everything_but_the_agent() -> None:

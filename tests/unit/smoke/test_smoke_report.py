@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hyperframe.constants import TERMINATION_MESSAGE_MAX_BYTES, SmokeExit
 from hyperframe.smoke_remedies import FAILURES
-from hyperframe.smoke_report import DeviceFigures, SmokeReport
+from hyperframe.smoke_report import DeviceFigures, Fault, SmokeReport
 
 
 def _job_devices(nodes: int, gpus: int, *, bad: tuple[int, int] | None = None) -> list[DeviceFigures]:
@@ -161,3 +162,14 @@ def test_every_reason_has_a_remedy_and_a_valid_exit_code() -> None:
         assert entry.id == reason_id
         assert entry.remedy.strip() and "\n" not in entry.remedy
         assert entry.exit_code in (SmokeExit.FAIL, SmokeExit.CONFIG, SmokeExit.TIMEOUT)
+
+
+def test_fault_roundtrips_and_an_unknown_value_is_dropped_and_named() -> None:
+    report = SmokeReport.failure(
+        "device.count", "node 1 GPU 0 not visible", node="a", node_rank=0, suspect_node_ranks=[1]
+    )
+    back = SmokeReport.from_termination_message(replace(report, fault=Fault.OTHER).to_termination_message())
+    assert back.fault == Fault.OTHER and back.suspect_node_ranks == [1]
+    assert '"fault"' not in report.to_termination_message(), "no fault, no key"
+    odd = SmokeReport.from_termination_message('{"ok":false,"exit_code":1,"node":"a","fault":"mine"}')
+    assert odd.fault is None and "fault: expected one of own, other, unattributed" in odd.reason

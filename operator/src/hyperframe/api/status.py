@@ -51,6 +51,7 @@ CONDITION_TYPES: Final[tuple[str, ...]] = (
     "Suspended",
     "Queued",
     "GangRefused",
+    "Unschedulable",
     "Succeeded",
     "Failed",
 )

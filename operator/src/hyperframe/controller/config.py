@@ -74,6 +74,12 @@ class OperatorConfig:
     pod_resync_seconds: float = 120.0
     """How often the active replica lists the pods again; a pod deleted while no watch saw it leaves
     the cache within this time."""
+    unschedulable_timeout_seconds: float = 300.0
+    """How long a gang's pod may stay unschedulable (``PodScheduled=False/Unschedulable``) before
+    the job gets the ``Unschedulable`` condition and event, and ``unschedulable_action`` applies."""
+    unschedulable_action: str = "Fail"
+    """``Fail``: the job then fails with reason ``Unschedulable``; ``Wait``: it keeps waiting with
+    the condition set until the gang is placed."""
     progress_flush_seconds: float = 10.0
     """Most frequent ``status.progress`` write per job; reports in between are coalesced (must be <= 30)."""
     log_format: str = "json"
@@ -91,6 +97,7 @@ class OperatorConfig:
             "lease_duration_seconds",
             "lease_renew_deadline_seconds",
             "lease_retry_seconds",
+            "unschedulable_timeout_seconds",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -132,6 +139,10 @@ class OperatorConfig:
             raise ConfigError(
                 f"{_var('status_endpoint_url')}: {self.status_endpoint_url!r} is plain HTTP but the endpoint "
                 "serves HTTPS; use https://"
+            )
+        if self.unschedulable_action not in ("Fail", "Wait"):
+            raise ConfigError(
+                f"{_var('unschedulable_action')}: {self.unschedulable_action!r}; use Fail or Wait"
             )
         if self.log_format not in ("json", "text"):
             raise ConfigError(f"{_var('log_format')}: {self.log_format!r}; use json or text")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["CleanPodPolicy", "JobFacts", "PolicySettings", "RunPolicy"]
+__all__ = ["CleanPodPolicy", "JobFacts", "PolicySettings", "RunPolicy", "UnschedulableAction"]
 
 
 class CleanPodPolicy(StrEnum):
@@ -19,6 +19,15 @@ class CleanPodPolicy(StrEnum):
     """Delete the pods that still run; keep finished ones for their logs."""
     NONE = "None"
     """Keep every pod (debugging); pods that still run keep running."""
+
+
+class UnschedulableAction(StrEnum):
+    """What the operator does with a gang that stays unschedulable past the bound."""
+
+    FAIL = "Fail"
+    """Fail the job with reason ``Unschedulable`` (pods deleted as for any failed job)."""
+    WAIT = "Wait"
+    """Keep the job Pending with the ``Unschedulable`` condition until the gang is placed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,3 +60,5 @@ class PolicySettings:
     restart_backoff_max_seconds: float = 300.0
     node_not_ready_grace_seconds: float = 30.0
     terminating_grace_seconds: float = 60.0
+    unschedulable_timeout_seconds: float = 300.0
+    unschedulable_action: UnschedulableAction = UnschedulableAction.FAIL

@@ -21,7 +21,15 @@ from hyperframe.constants import (
 
 from .status import parse_time
 
-__all__ = ["KUEUE_ADMISSION_GATE", "ContainerEnd", "NodeState", "ObservedPod", "observe_node", "observe_pod"]
+__all__ = [
+    "KUEUE_ADMISSION_GATE",
+    "ContainerEnd",
+    "NodeState",
+    "ObservedPod",
+    "Unschedulable",
+    "observe_node",
+    "observe_pod",
+]
 
 KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
 """The scheduling gate Kueue's pod webhook adds and removes from the whole group on admission."""
@@ -38,6 +46,16 @@ class ContainerEnd:
     """The kubelet's reason: ``Completed``, ``Error``, ``OOMKilled`` ..."""
     message: str
     """The termination message (the smoke gate writes its JSON report there)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unschedulable:
+    """A pod's ``PodScheduled`` condition while it is ``False`` with reason ``Unschedulable``."""
+
+    since: datetime | None
+    """The condition's ``lastTransitionTime``."""
+    message: str
+    """The scheduler's message: which nodes it ruled out and why (affinity, resources, taints)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +82,8 @@ class ObservedPod:
     """Why Kueue stopped the pod (its ``TerminationTarget`` condition: preemption, eviction), else None."""
     uid: str = ""
     """``metadata.uid``: a deletion names it as a precondition, so it never hits a newer pod of that name."""
+    unschedulable: Unschedulable | None = None
+    """The scheduler's verdict while it finds no node for the pod (``PodScheduled=False/Unschedulable``)."""
 
     @property
     def gate_passed(self) -> bool:
@@ -81,6 +101,8 @@ class NodeState:
     ready: bool
     since: datetime | None
     """When the Ready condition last changed."""
+    cordoned: bool = False
+    """``spec.unschedulable``: the scheduler binds no new pod here."""
 
 
 def _terminated(statuses: Any, name: str) -> tuple[bool, ContainerEnd | None]:
@@ -131,7 +153,22 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod | None:
         queue_gated=_queue_gated(spec, labels),
         kueue_stopped=_kueue_stopped(status) if labels.get(_KUEUE_QUEUE_LABEL) else None,
         uid=str(meta.get("uid") or ""),
+        unschedulable=_unschedulable(status),
     )
+
+
+def _unschedulable(status: Mapping[str, Any]) -> Unschedulable | None:
+    for cond in status.get("conditions") or ():
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return Unschedulable(
+                since=parse_time(cond.get("lastTransitionTime")), message=str(cond.get("message") or "")
+            )
+    return None
 
 
 def _kueue_stopped(status: Mapping[str, Any]) -> str | None:
@@ -154,11 +191,13 @@ def _queue_gated(spec: Mapping[str, Any], labels: Mapping[str, Any]) -> str | No
 
 def observe_node(body: Mapping[str, Any]) -> NodeState:
     meta = body.get("metadata") or {}
+    cordoned = bool((body.get("spec") or {}).get("unschedulable"))
     for cond in (body.get("status") or {}).get("conditions") or ():
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             return NodeState(
                 name=str(meta.get("name", "")),
                 ready=cond.get("status") == "True",
                 since=parse_time(cond.get("lastTransitionTime")),
+                cordoned=cordoned,
             )
-    return NodeState(name=str(meta.get("name", "")), ready=False, since=None)
+    return NodeState(name=str(meta.get("name", "")), ready=False, since=None, cordoned=cordoned)

@@ -1,7 +1,11 @@
 """Smoke-gate policy: read the gate's verdict from each pod and decide what it means for the job.
 
 - exit 0 (PASS): the node's figures go into ``status.smokeTest``;
-- exit 1 (FAIL): the node is excluded (with the nodes the report suspects) and the gang restarts;
+- exit 1 (FAIL): the gang restarts; the nodes the reports name at fault are candidates for
+  exclusion (``suspect_node_ranks``, mapped to nodes through the gang's pods, and the reporting
+  pod's own node when its report says ``fault: own``). A node whose report says ``other`` (it
+  failed only because another node did) or ``unattributed`` (a job-wide busbw shortfall, a
+  collective error) is not blamed, and neither is a node whose report cannot be read;
 - exit 2 (CONFIG): the job fails at once; retrying cannot fix configuration;
 - exit 3 (TIMEOUT) or anything else: the gang restarts on the same nodes.
 """
@@ -13,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hyperframe.constants import SmokeExit
-from hyperframe.smoke_report import SmokeReport
+from hyperframe.smoke_report import Fault, SmokeReport
 
 from .observed import ObservedPod
 
@@ -47,7 +51,8 @@ class GateVerdict:
     """Every rank's gate passed (``num_nodes`` pods)."""
     failures: tuple[GateFailure, ...]
     exclude_nodes: tuple[str, ...]
-    """Nodes to add to ``status.excludedNodes``: FAIL verdicts only, never timeouts."""
+    """Nodes the FAIL reports name at fault (never timeouts), in rank order: candidates for
+    ``status.excludedNodes``, before the cap of :mod:`~hyperframe.controller.policy_exclusion`."""
     results: Mapping[str, Mapping[str, Any]]
     """``status.smokeTest.nodes`` entries by node for every gate that ended in this gang."""
 
@@ -103,7 +108,7 @@ def merge_smoke_status(
 def judge_gates(pods: Sequence[ObservedPod], num_nodes: int) -> GateVerdict:
     """Judge the gates of one gang generation's pods."""
     failures: list[GateFailure] = []
-    exclude: list[str] = []
+    at_fault: set[str] = set()
     results: dict[str, Mapping[str, Any]] = {}
     node_of_rank = {p.rank: p.node for p in pods if p.node}
     passed_ranks: set[int] = set()
@@ -130,9 +135,11 @@ def judge_gates(pods: Sequence[ObservedPod], num_nodes: int) -> GateVerdict:
             )
         )
         if end.exit_code == SmokeExit.FAIL:
-            suspects = [node] if node else []
-            suspects += [n for r in report.suspect_node_ranks if (n := node_of_rank.get(r))]
-            exclude += [n for n in suspects if n not in exclude]
+            at_fault.update(n for r in report.suspect_node_ranks if (n := node_of_rank.get(r)))
+            if report.fault == Fault.OWN and node:
+                at_fault.add(node)
+    rank_of_node = {n: r for r, n in sorted(node_of_rank.items(), reverse=True)}
+    exclude = sorted(at_fault, key=lambda n: (rank_of_node.get(n, len(pods)), n))
     return GateVerdict(
         started=any(p.gate_started for p in pods),
         all_passed=len(passed_ranks) >= num_nodes,

@@ -31,7 +31,7 @@ from hyperframe.render.field_map import job_field_of_pod_field
 from .caches import Caches, JobKey
 from .config import OperatorConfig
 from .events import event_body
-from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
+from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy, UnschedulableAction
 from .gang import Describe, GangOutcome, create_gang, dry_run_gang
 from .kube import ApiError, Conflict, KubeApi
 from .metrics import Metrics
@@ -101,6 +101,8 @@ class Reconciler:
             restart_backoff_max_seconds=config.restart_backoff_max_seconds,
             node_not_ready_grace_seconds=config.node_not_ready_grace_seconds,
             terminating_grace_seconds=config.terminating_grace_seconds,
+            unschedulable_timeout_seconds=config.unschedulable_timeout_seconds,
+            unschedulable_action=UnschedulableAction(config.unschedulable_action),
         )
         self._runtimes: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self._render_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="render")

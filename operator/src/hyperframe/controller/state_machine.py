@@ -13,12 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
+from .facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy, UnschedulableAction
 from .observed import NodeState, ObservedPod
 from .plan import Event, EventType, Plan, PodDeletion
+from .policy_exclusion import cap_exclusions
 from .policy_failure import PREEMPTED, Failure, find_failures, restart_backoff, stuck_pods
 from .policy_gang import Refusal, refusal_backoff, refusal_fix
 from .policy_run import deadline_at, pods_to_clean, ttl_expires_at
+from .policy_schedule import stuck_gang
 from .policy_smoke import judge_gates, merge_smoke_status
 from .policy_success import succeeded_rank0
 from .status import ConditionType, JobStatus, Phase, set_condition
@@ -115,7 +117,7 @@ def reconcile(
     elif job.run_policy.suspend:
         _suspend(d, pods)
     else:
-        _active(d, pods, dead, settings)
+        _active(d, pods, nodes, dead, settings)
     return d.plan()
 
 
@@ -194,7 +196,13 @@ def _finished_ttl(d: _Draft) -> None:
         d.after((expires - d.now).total_seconds())
 
 
-def _active(d: _Draft, pods: Sequence[ObservedPod], dead: set[str], settings: PolicySettings) -> None:
+def _active(
+    d: _Draft,
+    pods: Sequence[ObservedPod],
+    nodes: Mapping[str, NodeState],
+    dead: set[str],
+    settings: PolicySettings,
+) -> None:
     job, policy = d.job, d.job.run_policy
     if d.status.phase == Phase.SUSPENDED:
         d.cond(C.SUSPENDED, False, "Resumed", "runPolicy.suspend is false: pods recreated")
@@ -241,7 +249,9 @@ def _active(d: _Draft, pods: Sequence[ObservedPod], dead: set[str], settings: Po
     )
     if failures:
         d.gate_failures = tuple(g.failed_check for g in gates.failures)
-        _fail_gang(d, pods, current, failures, gates.exclude_nodes, dead, settings)
+        _fail_gang(d, pods, current, failures, gates.exclude_nodes, nodes, dead, settings)
+        return
+    if _unschedulable(d, pods, current, settings):
         return
 
     if stale:
@@ -291,6 +301,39 @@ def _progress_phase(
         d.phase(Phase.PENDING, f"waiting for gang generation {d.status.gang_generation} to be scheduled")
 
 
+def _unschedulable(
+    d: _Draft, pods: Sequence[ObservedPod], current: Sequence[ObservedPod], settings: PolicySettings
+) -> bool:
+    """The Unschedulable condition, event and action (see ``policy_schedule``); True when the job failed."""
+    stuck = stuck_gang(current, d.now, settings.unschedulable_timeout_seconds)
+    if stuck is None:
+        d.clear(
+            C.UNSCHEDULABLE, "Scheduled", f"the scheduler placed gang generation {d.status.gang_generation}"
+        )
+        return False
+    if not stuck.overdue:
+        d.after(stuck.due_in_seconds)
+        return False
+    message = stuck.describe(settings.unschedulable_timeout_seconds, d.status.excluded_nodes)
+    if settings.unschedulable_action == UnschedulableAction.FAIL:
+        d.cond(C.UNSCHEDULABLE, True, "Unschedulable", message)
+        # Every pod goes, whatever cleanPodPolicy says: a pod left Pending would start once placed.
+        _finish(
+            d,
+            pods,
+            Phase.FAILED,
+            "Unschedulable",
+            f"{message}; failed (unschedulable action Fail)",
+            everything=True,
+        )
+        return True
+    wait = f"{message}; waiting (unschedulable action Wait)"
+    if not d.status.is_true(C.UNSCHEDULABLE):
+        d.event(EventType.WARNING, "Unschedulable", wait)
+    d.cond(C.UNSCHEDULABLE, True, "Unschedulable", wait)
+    return False
+
+
 def _queue_state(d: _Draft, current: Sequence[ObservedPod]) -> None:
     """Queued while Kueue holds the gang's pods at its admission gate; not queued once it released them."""
     queues = sorted({p.queue_gated for p in current if p.queue_gated is not None})
@@ -338,6 +381,7 @@ def _fail_gang(
     current: Sequence[ObservedPod],
     failures: Sequence[Failure],
     exclude: Sequence[str],
+    nodes: Mapping[str, NodeState],
     dead: set[str],
     settings: PolicySettings,
 ) -> None:
@@ -348,13 +392,21 @@ def _fail_gang(
     if gate_failure is not None:
         d.cond(C.SMOKE_TEST_FAILED, True, gate_failure.reason, gate_failure.message)
         d.cond(C.SMOKE_TESTING, False, "Failed", gate_failure.message)
-    new_nodes = [n for n in exclude if n not in d.status.excluded_nodes]
-    if new_nodes:
-        d.status = d.status.replace(excluded_nodes=(*d.status.excluded_nodes, *new_nodes))
+    decision = cap_exclusions(d.status.excluded_nodes, exclude, nodes, needed=d.job.num_nodes)
+    if decision.added:
+        d.status = d.status.replace(excluded_nodes=(*d.status.excluded_nodes, *decision.added))
         d.event(
             EventType.WARNING,
             "NodeExcluded",
-            f"excluded node(s) {', '.join(new_nodes)} after a smoke-gate failure",
+            f"excluded node(s) {', '.join(decision.added)} after a smoke-gate failure",
+        )
+    if decision.withheld:
+        d.event(
+            EventType.WARNING,
+            "NodeExclusionCapped",
+            f"node(s) {', '.join(decision.withheld)} failed the smoke gate but stay schedulable for the job: "
+            f"excluding them would leave fewer than the {d.job.num_nodes} schedulable node(s) the gang needs "
+            f"({decision.schedulable} left outside status.excludedNodes)",
         )
     permanent = next((f for f in failures if f.permanent), None)
     first = failures[0]

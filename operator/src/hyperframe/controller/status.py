@@ -49,6 +49,7 @@ class ConditionType(StrEnum):
     SUSPENDED = "Suspended"
     QUEUED = "Queued"
     GANG_REFUSED = "GangRefused"
+    UNSCHEDULABLE = "Unschedulable"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 

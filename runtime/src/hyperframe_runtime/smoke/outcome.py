@@ -2,7 +2,7 @@
 
 Every rank publishes a :class:`RankRecord` (its device figures and its first failure) under
 ``dev/<rank>``; the node agents read all of them to build a job-wide report, so every node's
-report names the same failing device or missing rank.
+report names every node whose device or host failed, or whose ranks are missing.
 """
 
 from __future__ import annotations
