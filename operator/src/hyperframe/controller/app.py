@@ -17,12 +17,16 @@ from .caches import Caches, JobKey
 from .config import OperatorConfig
 from .kube import KubeApi, load_api_client
 from .leader import LeaderElector, own_namespace
+from .leader_label import LeaderLabel
 from .metrics import Metrics
 from .progress_server import ProgressServer
 from .reconciler import Reconciler
 from .workqueue import WorkQueue
 
 __all__ = ["Controller"]
+
+_LABEL_DROP_SECONDS = 5.0
+"""Bound on removing the leader label when leadership ends (the API may be what failed)."""
 
 log = logging.getLogger("hyperframe.controller")
 
@@ -31,8 +35,9 @@ class Controller:
     """Caches fed by kopf's watches, a work queue of job keys, and the reconciler that drains it.
 
     Every replica keeps its caches current from the watches (reads only). Only the replica holding
-    the Lease (:mod:`.leader`) runs the work queue, its timers and the progress endpoint; a standby
-    makes no API write at all until it takes the Lease over.
+    the Lease (:mod:`.leader`) runs the work queue, its timers and the progress endpoint, and
+    carries the leader label on its pod (:mod:`.leader_label`); a standby makes no API write until
+    it takes the Lease over (at start it removes a leader label left on its own pod, if any).
     """
 
     def __init__(self, config: OperatorConfig) -> None:
@@ -46,6 +51,7 @@ class Controller:
         self._elector: LeaderElector | None = None
         self._lease_api: KubeApi | None = None
         self._election: asyncio.Task[None] | None = None
+        self._label: LeaderLabel | None = None
 
     async def start(self) -> None:
         """Called from kopf's startup handler, inside the operator's event loop."""
@@ -66,6 +72,11 @@ class Controller:
         # The Lease has its own threads and token bucket (client-go gives leader election its own
         # client too): renewals never queue behind the requests of a big gang.
         self._lease_api = KubeApi(api_client, qps=5, burst=5, workers=2, metrics=self.metrics)
+        if config.pod_name:
+            self._label = LeaderLabel(
+                self.kube, namespace=config.pod_namespace or own_namespace(), pod=config.pod_name
+            )
+            await self._label.show(leading=False)  # a label left by a leader that crashed in this pod
         self._elector = LeaderElector(
             self._lease_api,
             namespace=config.lease_namespace or own_namespace(),
@@ -103,13 +114,21 @@ class Controller:
         self.queue.start()
         self.metrics.watch_pod_phases(self.caches.pod_count)
         self.metrics.leader.set(1)
+        if self._label is not None:
+            await self._label.show(leading=True)  # the Service now routes progress posts here
         # A standby saw kopf's initial listing long ago: every job it knows is looked at once now.
         for key in list(self.caches.jobs):
             self.queue.add(key)
         log.info("active: reconciling %d jobs", len(self.caches.jobs))
 
     async def _deactivate(self) -> None:
+        leading = self.queue is not None
         self.metrics.leader.set(0)
+        if leading and self._label is not None:
+            try:
+                await asyncio.wait_for(self._label.drop(), timeout=_LABEL_DROP_SECONDS)
+            except TimeoutError:
+                log.warning("leader label not removed within %.0f s", _LABEL_DROP_SECONDS)
         queue, self.queue = self.queue, None
         if queue is not None:
             await queue.stop()
