@@ -30,6 +30,7 @@ from operator_harness import (
     OperatorProcess,
     gpu_job,
     operator,
+    pod_token,
     rank_pod,
     status,
     wait,
@@ -53,12 +54,7 @@ UPDATE = {
 def _token(
     kubectl: Kubectl, namespace: str, pod: dict[str, Any], audience: str = STATUS_TOKEN_AUDIENCE
 ) -> str:
-    account = pod["spec"].get("serviceAccountName") or "default"
-    out = kubectl.run(
-        "create", "token", account, "-n", namespace, "--audience", audience,
-        "--bound-object-kind", "Pod", "--bound-object-name", pod["metadata"]["name"],
-    )  # fmt: skip
-    return out.stdout.strip()
+    return pod_token(kubectl, namespace, pod, audience)
 
 
 def _post(url: str, token: str | None, body: dict[str, Any], ca: Path) -> int:
