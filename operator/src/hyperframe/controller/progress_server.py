@@ -134,8 +134,6 @@ class ProgressServer:
         username = str(user.get("username", ""))
         if not pod_names or not username.startswith(f"system:serviceaccount:{namespace}:"):
             return self._reject(403, "forbidden", f"token is not bound to a pod in namespace {namespace}")
-        if _finished(self._caches.jobs.get((namespace, name))):
-            return self._reject(409, "finished", f"HyperFrameJob {namespace}/{name} has finished")
         reason = await self._authorize(
             namespace, name, str(pod_names[0]), str(pod_uids[0]) if pod_uids else ""
         )
@@ -145,6 +143,8 @@ class ProgressServer:
             progress = parse_progress(await request.json())
         except ValueError as exc:
             return self._reject(400, "invalid", str(exc))
+        if _finished(self._caches.jobs.get((namespace, name))):
+            return self._reject(409, "finished", f"HyperFrameJob {namespace}/{name} has finished")
         progress["updatedAt"] = format_time(datetime.now(UTC))
         self._accept((namespace, name), progress)
         self._metrics.progress_reports.labels(result="accepted").inc()
