@@ -64,10 +64,11 @@ def test_no_endpoint_means_no_post() -> None:
 
 def test_each_update_is_kept_in_the_latest_file_before_it_is_posted(tmp_path: Path) -> None:
     latest = tmp_path / "progress.json"
-    seen_at_post: list[dict[str, int | float] | None] = []
+    seen_at_post: list[tuple[int, int | float | None]] = []  # (posted frame, frame in the file then)
 
     def post(u: ProgressUpdate) -> bool:
-        seen_at_post.append(read_latest(latest))
+        kept = read_latest(latest)
+        seen_at_post.append((u.frame, kept["frame"] if kept else None))
         return False  # the operator is unreachable: the file still has every figure
 
     first = ProgressUpdate(
@@ -85,7 +86,9 @@ def test_each_update_is_kept_in_the_latest_file_before_it_is_posted(tmp_path: Pa
             reporter.report(update(frame))
     finally:
         reporter.close()
-    assert [s and s["frame"] for s in seen_at_post[-3:]] == [1, 2, 3]
+    # The heartbeat thread may post too; whoever posts, the file is never behind the post.
+    assert {1, 2, 3} <= {posted for posted, _ in seen_at_post}
+    assert all(kept is not None and kept >= posted for posted, kept in seen_at_post), seen_at_post
     assert read_latest(latest) == update(3).to_wire()
 
 
