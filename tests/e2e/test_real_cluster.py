@@ -15,7 +15,10 @@ endpoint, checkpoints on a shared host directory. The tests run in file order on
 4. a gate that cannot pass (an allowed override demanding an impossible bus bandwidth) fails the
    job with the reason, the node recorded;
 5. deleting a running job removes every pod, Service and ConfigMap, with no operator error loop;
-6. restarting the operator pod mid-run: the job carries on, no pod is created twice.
+6. restarting the operator pod mid-run: the job carries on, no pod is created twice;
+7. `helm upgrade` to 2 replicas and `kubectl rollout restart` complete (a standby is Ready), the
+   leader alone carries the leader label the Service selects, and a job's progress reaches status,
+   its final frame included; the release goes back to 1 replica.
 
 Where the real node cannot run here these tests skip with the reason (fail with CI=true).
 Timings are printed (`-s`) and recorded in docs/operator.md.
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hyperframe.constants import LABEL_GENERATION, LABEL_JOB, MAIN_CONTAINER_NAME
+from hyperframe.constants import LABEL_GENERATION, LABEL_JOB, LABEL_OPERATOR_LEADER, MAIN_CONTAINER_NAME
 from hyperframe_devcluster import demo
 from hyperframe_devcluster.cluster import LocalCluster
 from hyperframe_devcluster.kube import Kubectl, poll
@@ -43,6 +46,10 @@ pytestmark = pytest.mark.cluster
 
 NS = "e2e-real"
 OPERATOR_SELECTOR = "app.kubernetes.io/name=hyperframe-operator,app.kubernetes.io/component=operator"
+# Progress writes every 2 s (default 10 s), so a test sees FRAME move within a short job.
+FLUSH: dict[str, Any] = {
+    "operator": {"extraEnv": [{"name": "HYPERFRAME_PROGRESS_FLUSH_SECONDS", "value": "2"}]}
+}
 
 
 @dataclass
@@ -67,9 +74,7 @@ def installed(
     built = time.monotonic() - start
     home = tmp_path_factory.mktemp("helm")
     start = time.monotonic()
-    # Progress writes every 2 s (default 10 s), so a test sees FRAME move within a short job.
-    flush = {"operator": {"extraEnv": [{"name": "HYPERFRAME_PROGRESS_FLUSH_SECONDS", "value": "2"}]}}
-    result = demo.install_operator(local_cluster.kubeconfig, home, images, extra_values=flush)
+    result = demo.install_operator(local_cluster.kubeconfig, home, images, extra_values=FLUSH)
     assert result.returncode == 0, result.stdout + result.stderr
     install_s = time.monotonic() - start
     kubectl = local_cluster.kubectl
@@ -112,7 +117,7 @@ def _wait_status(kubectl: Kubectl, name: str, done: Any, what: str, timeout_s: f
 
 
 def _operator_pod(kubectl: Kubectl, timeout_s: float = 300) -> dict[str, Any]:
-    """The one Ready operator pod (the Lease holder), waiting for it when it is (re)starting."""
+    """The one Ready operator pod of a 1-replica install, waiting for it when it is (re)starting."""
 
     def ready() -> list[dict[str, Any]]:
         pods = kubectl.json("get", "pods", "-n", demo.RELEASE_NAMESPACE, "-l", OPERATOR_SELECTOR)["items"]
@@ -291,3 +296,66 @@ def test_restarting_the_operator_mid_run_keeps_the_job_going_without_duplicate_p
     assert _operator_pod(kubectl)["metadata"]["name"] != old
     after = {p["metadata"]["uid"] for p in _job_pods(kubectl, "steady")}
     assert after <= before, "the operator created job pods again after its restart"
+
+
+def _operator_pods(kubectl: Kubectl, *selectors: str) -> list[dict[str, Any]]:
+    selector = ",".join((OPERATOR_SELECTOR, *selectors))
+    pods: list[dict[str, Any]] = kubectl.json("get", "pods", "-n", demo.RELEASE_NAMESPACE, "-l", selector)[
+        "items"
+    ]
+    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_an_upgrade_to_two_replicas_rolls_out_and_progress_reaches_the_leader(installed: Installed) -> None:
+    kubectl, cluster = installed.kubectl, installed.cluster
+    upgraded = demo.install_operator(
+        cluster.kubeconfig, installed.helm_home, installed.images, extra_values={**FLUSH, "replicaCount": 2}
+    )
+    try:
+        # --wait: both replicas Ready, the standby included.
+        assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+        [deployment] = kubectl.json(
+            "get", "deployments", "-n", demo.RELEASE_NAMESPACE, "-l", OPERATOR_SELECTOR
+        )["items"]
+        name = deployment["metadata"]["name"]
+        start = time.monotonic()
+        kubectl.run("rollout", "restart", f"deployment/{name}", "-n", demo.RELEASE_NAMESPACE)
+        rolled = kubectl.run(
+            "rollout",
+            "status",
+            f"deployment/{name}",
+            "-n",
+            demo.RELEASE_NAMESPACE,
+            "--timeout=240s",
+            check=False,
+        )
+        rollout_s = time.monotonic() - start
+        assert rolled.returncode == 0, rolled.stdout + rolled.stderr
+        print(f"rollout restart of 2 replicas completed in {rollout_s:.1f}s")
+        leaders = poll(
+            lambda: _operator_pods(kubectl, f"{LABEL_OPERATOR_LEADER}=true"),
+            lambda found: len(found) == 1,
+            timeout_s=120,
+            what="exactly one operator pod labelled leader",
+            interval_s=1,
+        )
+        assert len(_operator_pods(kubectl)) == 2
+        print(f"leader after the rollout: {leaders[0]['metadata']['name']}")
+
+        kubectl.apply([_job(installed, "after-ha", frames=20, every_frames=10)], namespace=NS)
+        frames_seen: set[int] = set()
+
+        def finished(status: dict[str, Any]) -> bool:
+            if status.get("phase") == "Running":
+                frames_seen.add(int(status.get("progress", {}).get("frame", 0)))
+            return status.get("phase") in {"Succeeded", "Failed"}
+
+        status = _wait_status(kubectl, "after-ha", finished, "job after-ha to finish")
+        assert status["phase"] == "Succeeded", status.get("message")
+        assert frames_seen - {0}, f"no progress reached status while Running: {sorted(frames_seen)}"
+        assert status["progress"]["frame"] == 20, status["progress"]
+    finally:
+        back = demo.install_operator(
+            cluster.kubeconfig, installed.helm_home, installed.images, extra_values=FLUSH
+        )
+        assert back.returncode == 0, back.stdout + back.stderr

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
-from hyperframe.constants import LABEL_GENERATION, LABEL_JOB, LABEL_RANK
+from hyperframe.constants import LABEL_GENERATION, LABEL_JOB, LABEL_RANK, STATUS_TOKEN_AUDIENCE
 from hyperframe_devcluster.config import free_ports
 from hyperframe_devcluster.kube import Kubectl, poll
 
@@ -182,6 +182,18 @@ def gpu_job(
     spec["frames"].pop("checkpoint", None)
     spec["runPolicy"] = {"backoffLimit": backoff_limit, "cleanPodPolicy": "Running", **(run_policy or {})}
     return job
+
+
+def pod_token(
+    kubectl: Kubectl, namespace: str, pod: Mapping[str, Any], audience: str = STATUS_TOKEN_AUDIENCE
+) -> str:
+    """A token as the kubelet projects it into a job's pod: audience hyperframe.dev/status, bound to the pod."""
+    account = pod["spec"].get("serviceAccountName") or "default"
+    out = kubectl.run(
+        "create", "token", account, "-n", namespace, "--audience", audience,
+        "--bound-object-kind", "Pod", "--bound-object-name", pod["metadata"]["name"],
+    )  # fmt: skip
+    return out.stdout.strip()
 
 
 def status(kubectl: Kubectl, namespace: str, name: str) -> dict[str, Any]:

@@ -5,6 +5,11 @@ standby must take over within the stated bound (lease duration + one retry perio
 shared machine), every job must get its one pod exactly once with no gang restart, and the standby
 must have made no API write while it stood by: neither its own request counters nor the API
 server's managedFields show one.
+
+The rollout case: each replica runs as "its" pod (a Pod object named by HYPERFRAME_POD_NAME, as
+the chart's downward API sets it). Both replicas are Ready (healthy) while one stands by; only the
+leader's pod carries the leader label the chart's Service selects, and the replica behind that pod
+is the one that accepts progress. A clean stop (a rollout's SIGTERM) hands label and Lease over.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -19,10 +25,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hyperframe.constants import LABEL_JOB
+from hyperframe.constants import ENV_STATUS_TOKEN_FILE, ENV_STATUS_URL, LABEL_JOB, LABEL_OPERATOR_LEADER
 from hyperframe.controller.kube import USER_AGENT_PREFIX
 from hyperframe_devcluster.kube import Kubectl
-from operator_harness import OperatorProcess, generation_of, gpu_job, install_api, wait
+from hyperframe_runtime.progress import ProgressUpdate, post_update
+from operator_harness import (
+    OperatorProcess,
+    generation_of,
+    gpu_job,
+    install_api,
+    pod_token,
+    rank_pod,
+    status,
+    wait,
+    wait_running_gang,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -183,3 +200,110 @@ def test_standby_takes_over_a_killed_leader_without_losing_or_doubling_work(
     # Only the two replicas wrote (plus kubectl's applies and the control plane's own writers).
     ours = {m for m in _managers(kubectl, namespace) if m.startswith(USER_AGENT_PREFIX)}
     assert ours == {f"{USER_AGENT_PREFIX}{active_id}", f"{USER_AGENT_PREFIX}{standby_id}"}
+
+
+def _ready(op: OperatorProcess) -> bool:
+    """What the chart's readiness probe asks: GET /healthz on the health port answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{op.liveness_port}/healthz", timeout=5) as resp:
+            return int(resp.status) == 200
+    except OSError:
+        return False
+
+
+def _labelled(kubectl: Kubectl, namespace: str) -> list[str]:
+    """The pods the chart's Service selects by the leader label."""
+    items = kubectl.json("get", "pods", "-n", namespace, "-l", f"{LABEL_OPERATOR_LEADER}=true")["items"]
+    return sorted(p["metadata"]["name"] for p in items)
+
+
+def test_standby_is_ready_and_progress_reaches_the_pod_the_leader_labels(
+    kubectl: Kubectl, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> None:
+    install_api(kubectl)
+    lease = f"hf-ha-{uuid.uuid4().hex[:6]}"
+    names = ("operator-a", "operator-b")
+    stand_ins = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": n, "namespace": namespace, "labels": {"app": "stand-in"}},
+            "spec": {"containers": [{"name": "operator", "image": "registry.k8s.io/pause:3.10"}]},
+        }
+        for n in names
+    ]
+    # operator-b carries a label left behind by a leader that crashed and restarted in that pod.
+    stand_ins[1]["metadata"]["labels"][LABEL_OPERATOR_LEADER] = "true"
+    kubectl.apply(stand_ins)
+    ops = {
+        n: OperatorProcess(
+            kubeconfig,
+            tmp_path / f"{n}.log",
+            {**_settings(lease, namespace), "HYPERFRAME_POD_NAME": n, "HYPERFRAME_POD_NAMESPACE": namespace},
+        )
+        for n in names
+    }
+    try:
+        a, b = ops["operator-a"], ops["operator-b"]
+        a.start()
+        wait(
+            a,
+            lambda: _lease(kubectl, namespace, lease),
+            lambda s: s.get("holderIdentity") == _identity(a),
+            what="a leads",
+        )
+        b.start()
+        assert _ready(a) and _ready(b), "a standby must be Ready, or a rollout of two replicas deadlocks"
+        assert _leader_gauge(b) == 0
+        wait(
+            a,
+            lambda: _labelled(kubectl, namespace),
+            lambda got: got == ["operator-a"],
+            what="only a labelled",
+        )
+
+        # The replica behind the labelled pod (the Service's one endpoint) accepts the progress.
+        kubectl.apply([gpu_job("ha-prog", namespace, nodes=1)])
+        pod = rank_pod(wait_running_gang(a, kubectl, namespace, "ha-prog", nodes=1, generation=0), 0)
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env", [])}
+        token = tmp_path / "token"
+        token.write_text(pod_token(kubectl, namespace, pod))
+
+        def post_via_service(frame: int) -> bool:
+            [endpoint] = _labelled(kubectl, namespace)
+            url = env[ENV_STATUS_URL].replace(a.status_base, ops[endpoint].status_base, 1)
+            update = ProgressUpdate(
+                frame=frame, totalFrames=9, step=frame, loss=1.0, samplesPerSecond=1.0, etaSeconds=1.0
+            )
+            return post_update(
+                update, {ENV_STATUS_URL: url, ENV_STATUS_TOKEN_FILE: str(token)}, ca_file=a.status_ca
+            )
+
+        assert post_via_service(1)
+        wait(
+            a,
+            lambda: status(kubectl, namespace, "ha-prog"),
+            lambda s: (s.get("progress") or {}).get("frame") == 1,
+            what="frame 1",
+        )
+
+        # A rollout stops the old leader cleanly: it drops its label and releases the Lease.
+        a.stop()
+        wait(
+            b,
+            lambda: _labelled(kubectl, namespace),
+            lambda got: got == ["operator-b"],
+            what="b labelled",
+            timeout_s=60,
+        )
+        assert _leader_gauge(b) == 1 and _ready(b)
+        assert wait(b, lambda: post_via_service(2), bool, what="b accepts progress")
+        wait(
+            b,
+            lambda: status(kubectl, namespace, "ha-prog"),
+            lambda s: (s.get("progress") or {}).get("frame") == 2,
+            what="frame 2",
+        )
+    finally:
+        for op in ops.values():
+            op.stop()

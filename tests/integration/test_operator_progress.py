@@ -1,4 +1,5 @@
-"""The progress endpoint: only a job's own pods, with their pod-bound token, may report for it.
+"""The progress endpoint: only a job's own pods, with their pod-bound token, may report for it; and
+a finished job carries the trainer's final figures even when its last posts never arrived.
 
 Tokens are minted the way the kubelet projects them into the pods: `kubectl create token` with
 audience hyperframe.dev/status, bound to the pod object.
@@ -21,9 +22,21 @@ from hyperframe.constants import (
     STATUS_CA_FILE_NAME,
     STATUS_TOKEN_AUDIENCE,
 )
+from hyperframe_devcluster.faults import finish_pod
 from hyperframe_devcluster.kube import Kubectl
-from hyperframe_runtime.progress import ProgressUpdate, post_update
-from operator_harness import OperatorProcess, gpu_job, operator, rank_pod, status, wait, wait_running_gang
+from hyperframe_runtime.launcher import LaunchResult
+from hyperframe_runtime.progress import ProgressReporter, ProgressUpdate, post_update, read_latest
+from operator_harness import (
+    OperatorProcess,
+    gpu_job,
+    operator,
+    pod_token,
+    rank_pod,
+    status,
+    wait,
+    wait_phase,
+    wait_running_gang,
+)
 
 pytestmark = pytest.mark.cluster
 __all__ = ["operator"]
@@ -41,12 +54,7 @@ UPDATE = {
 def _token(
     kubectl: Kubectl, namespace: str, pod: dict[str, Any], audience: str = STATUS_TOKEN_AUDIENCE
 ) -> str:
-    account = pod["spec"].get("serviceAccountName") or "default"
-    out = kubectl.run(
-        "create", "token", account, "-n", namespace, "--audience", audience,
-        "--bound-object-kind", "Pod", "--bound-object-name", pod["metadata"]["name"],
-    )  # fmt: skip
-    return out.stdout.strip()
+    return pod_token(kubectl, namespace, pod, audience)
 
 
 def _post(url: str, token: str | None, body: dict[str, Any], ca: Path) -> int:
@@ -122,3 +130,72 @@ def test_the_runtime_reports_over_tls_trusting_only_the_ca_in_the_jobs_configmap
     # Plain HTTP to the TLS port gets no answer a client could mistake for acceptance.
     plain = env[ENV_STATUS_URL].replace("https://", "http://", 1)
     assert not post_update(update, {**pod_env, ENV_STATUS_URL: plain}, ca_file=ca_file)
+
+
+def test_a_job_shorter_than_the_write_interval_ends_with_its_final_figures(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    """The real node's case: 20 frames end before the last post reaches status. Rank 0's reporter
+    keeps each update in its file (as under the launcher); its posts after the first never arrive
+    (the pod exits first); the launcher's termination message carries the file's last update."""
+    kubectl.apply([gpu_job("short", namespace, nodes=1)])
+    pod = rank_pod(wait_running_gang(operator, kubectl, namespace, "short", nodes=1, generation=0), 0)
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env", [])}
+    token_file = tmp_path / "token"
+    token_file.write_text(_token(kubectl, namespace, pod))
+    pod_env = {ENV_STATUS_URL: env[ENV_STATUS_URL], ENV_STATUS_TOKEN_FILE: str(token_file)}
+
+    def post_first_only(update: ProgressUpdate) -> bool:
+        return update.frame == 0 and post_update(update, pod_env, ca_file=operator.status_ca)
+
+    latest = tmp_path / "progress-short-node0.json"
+    reporter = ProgressReporter(
+        ProgressUpdate(
+            frame=0,
+            totalFrames=20,
+            step=0,
+            loss=float("nan"),
+            samplesPerSecond=float("nan"),
+            etaSeconds=float("nan"),
+        ),
+        post=post_first_only,
+        interval=3600,
+        latest_file=latest,
+    )
+    try:
+        wait(
+            operator,
+            lambda: status(kubectl, namespace, "short"),
+            lambda s: (s.get("progress") or {}).get("totalFrames") == 20,
+            what="the first post in status.progress",
+        )
+        for frame in range(1, 21):
+            reporter.report(
+                ProgressUpdate(
+                    frame=frame,
+                    totalFrames=20,
+                    step=frame,
+                    loss=4.0 - frame / 10,
+                    samplesPerSecond=512.0,
+                    etaSeconds=(20 - frame) * 0.1,
+                )
+            )
+    finally:
+        reporter.close()
+    message = LaunchResult(ok=True, exit_code=0, reason="all ranks finished", progress=read_latest(latest))
+    finish_pod(
+        kubectl, namespace, pod["metadata"]["name"], exit_code=0, message=message.to_termination_message()
+    )
+
+    st = wait_phase(operator, kubectl, namespace, "short", "Succeeded")
+    progress = st.get("progress") or {}
+    assert (progress.get("frame"), progress.get("totalFrames"), progress.get("step")) == (20, 20, 20), st
+    assert progress["loss"] == 2.0 and progress["samplesPerSecond"] == 512.0 and progress["etaSeconds"] == 0.0
+    assert progress["updatedAt"]
+
+    # A post that arrives after the verdict (a heartbeat, a slow rank) is refused: the figures are final.
+    late = ProgressUpdate(frame=19, totalFrames=20, step=19, loss=9.0, samplesPerSecond=1.0, etaSeconds=1.0)
+    assert (
+        _post(env[ENV_STATUS_URL], _token(kubectl, namespace, pod), late.to_wire(), operator.status_ca) == 409
+    )
+    assert status(kubectl, namespace, "short")["progress"] == progress

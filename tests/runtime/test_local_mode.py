@@ -58,6 +58,11 @@ def test_two_nodes_gate_passes_training_runs_and_loss_falls(tmp_path: Path) -> N
     assert frames[-1].loss < frames[0].loss, f"loss did not fall: {frames[0].loss} -> {frames[-1].loss}"
     assert "(fell)" in out.splitlines()[-1]
     assert (tmp_path / "smoke-node0.json").exists() and (tmp_path / "launch-node1.json").exists()
+    # The launcher's termination message carries the trainer's final figures (what the operator
+    # writes into a finished job's status.progress), the same as the last progress line.
+    final = json.loads((tmp_path / "launch-node0.json").read_text())["progress"]
+    assert (final["frame"], final["totalFrames"]) == (frames[-1].frame, frames[-1].total_frames)
+    assert abs(final["loss"] - frames[-1].loss) < 1e-3
 
 
 def test_gate_failure_exits_nonzero_with_reason_and_remedy(tmp_path: Path) -> None:

@@ -1,10 +1,18 @@
-"""The runtime's progress reporter keeps posting while a frame runs longer than the heartbeat."""
+"""The runtime's progress reporter keeps posting while a frame runs longer than the heartbeat, and
+keeps every update in the latest file (for the termination message) before it posts it."""
 
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
-from hyperframe_runtime.progress import HEARTBEAT_SECONDS, ProgressReporter, ProgressUpdate, post_update
+from hyperframe_runtime.progress import (
+    HEARTBEAT_SECONDS,
+    ProgressReporter,
+    ProgressUpdate,
+    post_update,
+    read_latest,
+)
 
 
 def update(frame: int) -> ProgressUpdate:
@@ -52,3 +60,39 @@ def test_heartbeat_keeps_status_younger_than_thirty_seconds() -> None:
 
 def test_no_endpoint_means_no_post() -> None:
     assert post_update(update(1), {}) is False
+
+
+def test_each_update_is_kept_in_the_latest_file_before_it_is_posted(tmp_path: Path) -> None:
+    latest = tmp_path / "progress.json"
+    seen_at_post: list[tuple[int, int | float | None]] = []  # (posted frame, frame in the file then)
+
+    def post(u: ProgressUpdate) -> bool:
+        kept = read_latest(latest)
+        seen_at_post.append((u.frame, kept["frame"] if kept else None))
+        return False  # the operator is unreachable: the file still has every figure
+
+    first = ProgressUpdate(
+        frame=0,
+        totalFrames=3,
+        step=0,
+        loss=float("nan"),
+        samplesPerSecond=float("nan"),
+        etaSeconds=float("nan"),
+    )
+    reporter = ProgressReporter(first, post=post, interval=3600, latest_file=latest)
+    try:
+        assert read_latest(latest) == {"frame": 0, "totalFrames": 3, "step": 0}, "NaN figures are left out"
+        for frame in (1, 2, 3):
+            reporter.report(update(frame))
+    finally:
+        reporter.close()
+    # The heartbeat thread may post too; whoever posts, the file is never behind the post.
+    assert {1, 2, 3} <= {posted for posted, _ in seen_at_post}
+    assert all(kept is not None and kept >= posted for posted, kept in seen_at_post), seen_at_post
+    assert read_latest(latest) == update(3).to_wire()
+
+
+def test_reading_a_missing_or_broken_latest_file_gives_nothing(tmp_path: Path) -> None:
+    assert read_latest(tmp_path / "absent.json") is None
+    (tmp_path / "broken.json").write_text('{"frame": 3, "lo')
+    assert read_latest(tmp_path / "broken.json") is None

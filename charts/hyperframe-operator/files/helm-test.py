@@ -5,7 +5,10 @@ run time). Every input comes from the environment, so the same script also runs 
 cluster (the chart's e2e test does that against the real API server):
 
   HF_HEALTH_URL    the operator's kopf health endpoint, e.g. http://<svc>.<ns>.svc:8080/healthz
-                   (empty: skip the health check, e.g. when service.enabled is false)
+                   (empty: skip the health check, e.g. when service.enabled is false). With leader
+                   election the Service has an endpoint only once the leader has labelled its pod,
+                   which can be a moment after the pods are Ready: a refused connection is retried
+                   for up to HEALTH_WAIT_S.
   HF_CRDS          comma-separated CRD names that must be Established
   HF_API_VERSION   group/version whose resources must be served (discovery)
   HF_RUNTIMES      comma-separated HyperFrameRuntime names that must exist
@@ -22,12 +25,14 @@ import json
 import os
 import ssl
 import sys
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 TIMEOUT_S = 10.0
+HEALTH_WAIT_S = 15.0
 
 
 def env_list(name: str) -> list[str]:
@@ -74,8 +79,17 @@ def check_runtimes(api: Api, api_version: str, names: list[str]) -> str:
 
 
 def check_health(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-        return f"HTTP {response.status}"
+    deadline = time.monotonic() + HEALTH_WAIT_S
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
+                return f"HTTP {response.status}"
+        except urllib.error.HTTPError:
+            raise
+        except urllib.error.URLError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
 
 
 def main() -> int:

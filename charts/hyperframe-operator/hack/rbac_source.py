@@ -8,7 +8,8 @@ Some rules are only needed in one configuration (the ``when`` tag), so a default
 nothing it does not use:
 
 * ``podGroups``          gang-scheduler PodGroups, only with ``rbac.podGroups.enabled``;
-* ``leaderElection``     the Lease, only with ``operator.leaderElection.enabled``;
+* ``leaderElection``     the Lease and the leader label on the operator's own pod, only with
+  ``operator.leaderElection.enabled``, granted in the release's namespace only;
 * ``always``             everything else.
 
 A resource whose scope this module does not know stops the generator: granting it is a decision.
@@ -73,7 +74,11 @@ def tagged_rules() -> list[dict[str, object]]:
     for rule in OPERATOR_RULES:
         groups: dict[tuple[str, str], list[str]] = {}
         for resource in rule.resources:
-            key = (scope_of(resource), when_of(rule.api_group, resource))
+            key = (
+                ("OperatorNamespace", "leaderElection")
+                if rule.leader_election
+                else (scope_of(resource), when_of(rule.api_group, resource))
+            )
             groups.setdefault(key, []).append(resource)
         for (scope, when), resources in groups.items():
             out.append(

@@ -25,6 +25,7 @@ __all__ = [
     "LABEL_GENERATION",
     "LABEL_JOB",
     "LABEL_MANAGED_BY",
+    "LABEL_OPERATOR_LEADER",
     "LABEL_RANK",
     "LABEL_ROLE",
     "MAIN_CONTAINER_NAME",
@@ -53,6 +54,8 @@ RUNTIME_PLURAL: Final = "hyperframeruntimes"
 LABEL_JOB: Final = "hyperframe.dev/job-name"
 LABEL_RANK: Final = "hyperframe.dev/node-rank"
 LABEL_ROLE: Final = "hyperframe.dev/role"  # "master" for node rank 0, "worker" otherwise
+LABEL_OPERATOR_LEADER: Final = f"{GROUP}/operator-leader"
+"""On the operator pod that holds the Lease (value ``true``); the chart's Service selects it."""
 # Which gang incarnation a pod belongs to; bumped on every gang restart so that pods of an
 # old incarnation can never be mistaken for the current one.
 LABEL_GENERATION: Final = "hyperframe.dev/gang-generation"

@@ -6,7 +6,11 @@ torchrun (``torch.distributed.run``) with the job's static rendezvous: MASTER_AD
 nnodes, node_rank and nproc_per_node. torchrun forwards SIGTERM/SIGINT to the ranks and gives
 them ``--shutdown-timeout`` seconds to stop; torchrun never restarts ranks itself
 (``--max-restarts 0``) because NCCL groups cannot re-join one rank at a time: the operator
-restarts the whole gang. The outcome goes to the termination message as compact JSON.
+restarts the whole gang. The outcome goes to the termination message as compact JSON, with the
+trainer's last progress update (``progress``: what global rank 0 last kept in the file named by
+``HYPERFRAME_PROGRESS_FILE``, which the launcher sets for its ranks), so the operator can put the
+final figures into a finished job's status even when the last post never arrived. The message
+always stays valid JSON within the kubelet's 4096-byte limit: the free-text reason is cut first.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from hyperframe.constants import TERMINATION_MESSAGE_MAX_BYTES, TERMINATION_MESS
 
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.jobenv import DEFAULT_CONFIG_PATH, JobEnv, JobEnvError, load_job
+from hyperframe_runtime.progress import PROGRESS_FILE_ENV, read_latest
 
 __all__ = ["LaunchResult", "main", "torchrun_args", "train_config"]
 
@@ -44,18 +49,29 @@ class LaunchResult:
     reason: str = ""
     failed_ranks: list[int] = field(default_factory=list)
     duration_s: float = 0.0
+    progress: dict[str, int | float] | None = None
+    """The trainer's last progress update (``status.progress`` wire names); None when it kept none."""
 
-    def to_termination_message(self) -> str:
+    def to_termination_message(self, max_bytes: int = TERMINATION_MESSAGE_MAX_BYTES) -> str:
+        """Compact JSON of at most ``max_bytes`` UTF-8 bytes; the reason is shortened to fit, so
+        the figures and the verdict always arrive whole."""
         data = asdict(self)
         data["duration_s"] = round(self.duration_s, 2)
-        data["reason"] = self.reason[:_REASON_MAX]
         data["failed_ranks"] = self.failed_ranks[:64]
-        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-        return (
-            text
-            if len(text.encode()) <= TERMINATION_MESSAGE_MAX_BYTES
-            else text.encode()[:TERMINATION_MESSAGE_MAX_BYTES].decode(errors="ignore")
-        )
+        if self.progress is None:
+            del data["progress"]
+        reason = self.reason[:_REASON_MAX]
+
+        def encoded(cut: int) -> str:
+            return json.dumps({**data, "reason": reason[:cut]}, separators=(",", ":"), ensure_ascii=False)
+
+        if len(encoded(len(reason)).encode()) <= max_bytes:
+            return encoded(len(reason))
+        fits, over = 0, len(reason)  # the longest prefix of the reason that fits: binary search
+        while over - fits > 1:
+            mid = (fits + over) // 2
+            fits, over = (mid, over) if len(encoded(mid).encode()) <= max_bytes else (fits, mid)
+        return encoded(fits)
 
 
 def train_config(job: ResolvedJobConfig) -> TrainConfig:
@@ -197,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         print("torchrun " + " ".join(torchrun))
         return 0
     print(f"hyperframe-launch: node {env.node_rank}/{env.nnodes}: torchrun {' '.join(torchrun)}", flush=True)
+    progress_file = workdir / f"progress-{job.job.name}-node{env.node_rank}.json"
+    progress_file.unlink(missing_ok=True)  # a file of an earlier run on this workdir is not ours
+    os.environ[PROGRESS_FILE_ENV] = str(progress_file)  # torchrun's ranks inherit it
     result = _run_torchrun(torchrun)
     result = LaunchResult(
         ok=result.ok,
@@ -204,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         reason=result.reason,
         failed_ranks=result.failed_ranks,
         duration_s=time.monotonic() - started,
+        progress=read_latest(progress_file),
     )
     print(
         f"hyperframe-launch: node {env.node_rank}: {'done' if result.ok else 'FAILED'}: {result.reason}",

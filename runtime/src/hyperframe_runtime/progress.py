@@ -13,12 +13,19 @@ old), so the reporter re-posts the latest update from a background thread whenev
 :data:`HEARTBEAT_SECONDS` pass without a post, starting before the first frame ends.
 
 Reporting is best effort and bounded: a slow or absent operator never stalls training.
+
+The trainer's last figures must not depend on a post arriving: when ``HYPERFRAME_PROGRESS_FILE``
+is set (the launcher sets it for its ranks), every update is also written there, atomically and
+before it is posted, so the file is never older than any post. The launcher puts the file's last
+update into the pod's termination message, and the operator writes it into the status of the
+finished job (see :mod:`hyperframe_runtime.launcher`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import ssl
 import threading
@@ -32,7 +39,17 @@ from typing import Final
 
 from hyperframe.constants import CONFIG_MOUNT_PATH, ENV_STATUS_TOKEN_FILE, ENV_STATUS_URL, STATUS_CA_FILE_NAME
 
-__all__ = ["HEARTBEAT_SECONDS", "ProgressReporter", "ProgressUpdate", "format_line", "post_update", "report"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "PROGRESS_FILE_ENV",
+    "ProgressReporter",
+    "ProgressUpdate",
+    "format_line",
+    "post_update",
+    "read_latest",
+    "report",
+    "write_latest",
+]
 
 log = logging.getLogger("hyperframe.progress")
 
@@ -41,6 +58,8 @@ HEARTBEAT_SECONDS: Final = 20.0
 """Longest gap between two posts: below 30 s with room for one post timeout and the operator's
 write coalescing."""
 STATUS_CA_FILE: Final = Path(CONFIG_MOUNT_PATH) / STATUS_CA_FILE_NAME
+PROGRESS_FILE_ENV: Final = "HYPERFRAME_PROGRESS_FILE"
+"""Where rank 0 keeps its latest update (set by the launcher; unset: no file)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +75,10 @@ class ProgressUpdate:
     samplesPerSecond: float
     etaSeconds: float
     """Estimated seconds until the last frame ends; 0 when done."""
+
+    def to_wire(self) -> dict[str, int | float]:
+        """The update as JSON-safe data: a figure not measured yet (NaN, infinity) is left out."""
+        return {k: v for k, v in asdict(self).items() if not (isinstance(v, float) and not math.isfinite(v))}
 
 
 def format_line(update: ProgressUpdate) -> str:
@@ -88,7 +111,7 @@ def post_update(
     except OSError as exc:
         log.warning("progress not posted: cannot read %s=%s: %s", ENV_STATUS_TOKEN_FILE, token_file, exc)
         return False
-    body = json.dumps(asdict(update)).encode()
+    body = json.dumps(update.to_wire()).encode()
     request = urllib.request.Request(
         url,
         data=body,
@@ -104,6 +127,31 @@ def post_update(
         return False
 
 
+def write_latest(update: ProgressUpdate, path: Path) -> None:
+    """Replace ``path`` with ``update`` atomically (a reader sees the old or the new update, whole)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(update.to_wire(), separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("progress not kept in %s: %s", path, exc)
+
+
+def read_latest(path: Path) -> dict[str, int | float] | None:
+    """The update :func:`write_latest` kept in ``path``; None when absent or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return {
+        k: v
+        for k, v in data.items()
+        if k in ProgressUpdate.__dataclass_fields__ and isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
 def report(update: ProgressUpdate) -> bool:
     """Log the update and, when running under the operator, post it once. Returns True if posted."""
     log.info("%s", format_line(update))
@@ -112,7 +160,8 @@ def report(update: ProgressUpdate) -> bool:
 
 class ProgressReporter:
     """Posts each update at once, and re-posts the latest one whenever ``interval`` passes
-    without a post (a daemon thread; :meth:`close` stops it)."""
+    without a post (a daemon thread; :meth:`close` stops it). With ``latest_file`` (default: the
+    path in ``HYPERFRAME_PROGRESS_FILE``, if set) each update is written there before it is posted."""
 
     def __init__(
         self,
@@ -120,9 +169,13 @@ class ProgressReporter:
         *,
         post: Callable[[ProgressUpdate], bool] = post_update,
         interval: float = HEARTBEAT_SECONDS,
+        latest_file: Path | None = None,
     ) -> None:
         self._post = post
         self._interval = interval
+        env_file = os.environ.get(PROGRESS_FILE_ENV)
+        self._latest_file = latest_file or (Path(env_file) if env_file else None)
+        self._keep(first)
         self._lock = threading.Lock()
         self._latest = first
         self._last_post = float("-inf")
@@ -132,9 +185,14 @@ class ProgressReporter:
 
     def report(self, update: ProgressUpdate) -> bool:
         log.info("%s", format_line(update))
+        self._keep(update)
         with self._lock:
             self._latest = update
         return self._send(update)
+
+    def _keep(self, update: ProgressUpdate) -> None:
+        if self._latest_file is not None:
+            write_latest(update, self._latest_file)
 
     def _send(self, update: ProgressUpdate) -> bool:
         with self._lock:

@@ -67,13 +67,15 @@ def granted(roles: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     }
 
 
-def needed(*, exclude: set[str]) -> set[tuple[str, str, str]]:
+def needed(*, exclude: set[str], leader_election: bool = True) -> set[tuple[str, str, str]]:
     return {
         (rule.api_group, resource, verb)
         for rule in OPERATOR_RULES
         for resource in rule.resources
         for verb in rule.verbs
-        if resource not in exclude and rule.api_group not in exclude
+        if resource not in exclude
+        and rule.api_group not in exclude
+        and (leader_election or not rule.leader_election)
     }
 
 
@@ -85,12 +87,15 @@ def leader_election_role(objects: list[dict[str, Any]]) -> dict[str, Any]:
 def test_cluster_wide_rbac_is_exactly_the_operator_rules(render: Render) -> None:
     objects = operator_objects(render(namespace="hf-ns"))
     role = one(objects, "ClusterRole")
-    # Default: no PodGroups; the Lease only in the release's namespace, never cluster-wide.
-    assert granted([role]) == needed(exclude={*POD_GROUP_API_GROUPS, "leases"})
+    # Default: no PodGroups; the Lease and the leader label only in the release's namespace,
+    # never cluster-wide.
+    assert granted([role]) == needed(exclude={*POD_GROUP_API_GROUPS}, leader_election=False)
     lease_role = leader_election_role(objects)
     assert lease_role["metadata"]["namespace"] == "hf-ns"
     assert granted([lease_role]) == {
-        ("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")
+        *(("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")),
+        ("", "pods", "get"),
+        ("", "pods", "patch"),
     }
     [binding] = by_kind(objects, "RoleBinding")
     assert binding["metadata"]["namespace"] == "hf-ns"
@@ -105,7 +110,7 @@ def test_pod_groups_and_leader_election_switch_their_rules(render: Render) -> No
     with_pod_groups = operator_rules({"rbac": {"podGroups": {"enabled": True}}})
     assert {(group, "podgroups", "create") for group in POD_GROUP_API_GROUPS} <= with_pod_groups
     no_election = operator_rules({"operator": {"leaderElection": {"enabled": False}}})
-    assert not {r for r in no_election if r[1] == "leases"}
+    assert not {r for r in no_election if r[1] == "leases" or (r[1], r[2]) == ("pods", "patch")}
 
 
 def test_watched_namespaces_get_roles_and_the_cluster_role_keeps_only_cluster_rights(render: Render) -> None:
@@ -123,7 +128,7 @@ def test_watched_namespaces_get_roles_and_the_cluster_role_keeps_only_cluster_ri
     bindings = by_kind(operator_objects(objects), "RoleBinding")
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["hyperframe-system", "team-a", "team-b"]
     assert granted([cluster_role, *roles]) == needed(exclude={*POD_GROUP_API_GROUPS})
-    assert {r[1] for r in granted([lease_role])} == {"leases"}
+    assert {r[1] for r in granted([lease_role])} == {"leases", "pods"}
 
 
 def test_operator_is_bound_to_its_cluster_role(render: Render) -> None:
@@ -214,8 +219,8 @@ def test_operator_pod_is_locked_down(render: Render) -> None:
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
-    # Only the replica holding the Lease listens on the status port: it alone is Ready.
-    assert container["readinessProbe"]["tcpSocket"] == {"port": "status"}
+    # Ready means healthy, not leading (tests/unit/chart/test_chart_ha.py).
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
         "health": 8080,
         "metrics": 9090,

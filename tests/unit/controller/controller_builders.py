@@ -111,8 +111,10 @@ class Pod:
         self._pod = replace(self.gate_passed()._pod, phase="Running", main_started=True)
         return self
 
-    def exited(self, exit_code: int) -> Pod:
-        end = ContainerEnd(exit_code=exit_code, reason="Completed" if exit_code == 0 else "Error", message="")
+    def exited(self, exit_code: int, message: str = "") -> Pod:
+        end = ContainerEnd(
+            exit_code=exit_code, reason="Completed" if exit_code == 0 else "Error", message=message
+        )
         phase = "Succeeded" if exit_code == 0 else "Failed"
         self._pod = replace(self.running()._pod, phase=phase, main_end=end)
         return self

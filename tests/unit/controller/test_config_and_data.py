@@ -77,8 +77,15 @@ def test_config_errors_name_the_variable_and_the_fix(env: dict[str, str], needle
 def test_rbac_rules_are_least_privilege_data() -> None:
     rules = as_cluster_role_rules()
     assert len(rules) == len(OPERATOR_RULES)
-    verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in rules for res in r["resources"]}
+    verbs = {
+        (r["apiGroups"][0], res): set(r["verbs"])
+        for r, rule in zip(rules, OPERATOR_RULES, strict=True)
+        for res in r["resources"]
+        if not rule.leader_election
+    }
     assert verbs[("", "pods")] == {"get", "list", "watch", "create", "delete"}
+    own = [r for r in OPERATOR_RULES if r.leader_election and "pods" in r.resources]
+    assert [set(r.verbs) for r in own] == [{"get", "patch"}], "on its own pod: read and label, nothing else"
     assert "update" not in verbs[("hyperframe.dev", "hyperframejobs")]
     assert all("*" not in v for v in verbs.values())
 

@@ -55,6 +55,7 @@ def test_every_client_call_is_allowed_by_the_rbac_rules() -> None:
             await api.create("ns", obj)
         await api.delete_pod("ns", "p", uid="u", force=True)
         await api.get_pod("ns", "p")
+        await api.label_pod("ns", "p", {"a": None})
         await api.create_event("ns", {"kind": "Event"})
         await api.review_token("t", "aud")
         await api.list_all("pods", "/api/v1/pods", label_selector="a=b")

@@ -114,7 +114,8 @@ class SmokeTestStatus:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Progress:
-    """Live training progress, reported by rank 0 once per frame."""
+    """Live training progress, reported by rank 0 once per frame; once the job has finished, the
+    trainer's final figures (from rank 0's termination message)."""
 
     frame: int = spec_field("Frames completed.", default=0, minimum=0)
     total_frames: int = spec_field("Frames to train.", default=0, minimum=0)
@@ -123,7 +124,9 @@ class Progress:
     samples_per_second: float | None = spec_field("Throughput of the last frame.", default=None, minimum=0)
     eta_seconds: float | None = spec_field("Estimated seconds to the last frame.", default=None, minimum=0)
     updated_at: str | None = spec_field(
-        "When the operator received this update.", default=None, fmt="date-time"
+        "When the operator received this update (or took the final one from the termination message).",
+        default=None,
+        fmt="date-time",
     )
 
 

@@ -18,12 +18,16 @@ from .config import OperatorConfig
 from .fence import WriteFence
 from .kube import KubeApi, load_api_client
 from .leader import LeaderElector, own_namespace
+from .leader_label import LeaderLabel
 from .metrics import Metrics
 from .progress_server import ProgressServer
 from .reconciler import Reconciler
 from .workqueue import WorkQueue
 
 __all__ = ["Controller"]
+
+_LABEL_DROP_SECONDS = 5.0
+"""Bound on removing the leader label when leadership ends (the API may be what failed)."""
 
 log = logging.getLogger("hyperframe.controller")
 
@@ -33,8 +37,9 @@ class Controller:
 
     Every replica keeps its caches current from the watches (reads only). Only the replica holding
     the Lease (:mod:`.leader`) runs the work queue, its timers, the pod resync and the progress
-    endpoint; a standby makes no API write at all until it takes the Lease over, and every write of
-    the leader passes its :class:`~.fence.WriteFence`.
+    endpoint, and carries the leader label on its pod (:mod:`.leader_label`); a standby makes no
+    API write until it takes the Lease over (at start it removes a leader label left on its own
+    pod, if any), and every write of the leader passes its :class:`~.fence.WriteFence`.
     """
 
     def __init__(self, config: OperatorConfig) -> None:
@@ -50,6 +55,7 @@ class Controller:
         self._election: asyncio.Task[None] | None = None
         self._resync: asyncio.Task[None] | None = None
         self.fence = WriteFence()
+        self._label: LeaderLabel | None = None
 
     async def start(self) -> None:
         """Called from kopf's startup handler, inside the operator's event loop."""
@@ -71,6 +77,14 @@ class Controller:
         # The Lease has its own threads and token bucket (client-go gives leader election its own
         # client too): renewals never queue behind the requests of a big gang.
         self._lease_api = KubeApi(api_client, qps=5, burst=5, workers=2, metrics=self.metrics)
+        if config.pod_name:
+            # The label goes through the Lease's client, which the write fence does not gate: a
+            # standby must clear a stale label before it leads, and a leader whose term ended must
+            # still remove its own (it touches only this replica's pod, never a job's objects).
+            self._label = LeaderLabel(
+                self._lease_api, namespace=config.pod_namespace or own_namespace(), pod=config.pod_name
+            )
+            await self._label.show(leading=False)  # a label left by a leader that crashed in this pod
         self._elector = LeaderElector(
             self._lease_api,
             namespace=config.lease_namespace or own_namespace(),
@@ -110,13 +124,21 @@ class Controller:
         self.metrics.watch_pod_phases(self.caches.pod_count)
         self.metrics.leader.set(1)
         self._resync = asyncio.create_task(self._resync_pods(self.kube), name="pod-resync")
+        if self._label is not None:
+            await self._label.show(leading=True)  # the Service now routes progress posts here
         # A standby saw kopf's initial listing long ago: every job it knows is looked at once now.
         for key in list(self.caches.jobs):
             self.queue.add(key)
         log.info("active: reconciling %d jobs", len(self.caches.jobs))
 
     async def _deactivate(self) -> None:
+        leading = self.queue is not None
         self.metrics.leader.set(0)
+        if leading and self._label is not None:
+            try:
+                await asyncio.wait_for(self._label.drop(), timeout=_LABEL_DROP_SECONDS)
+            except TimeoutError:
+                log.warning("leader label not removed within %.0f s", _LABEL_DROP_SECONDS)
         resync, self._resync = self._resync, None
         if resync is not None:
             resync.cancel()

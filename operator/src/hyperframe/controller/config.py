@@ -47,6 +47,13 @@ class OperatorConfig:
     """A leader that could not renew for this long stops acting (must be < the lease duration)."""
     lease_retry_seconds: float = 2.0
     """How often the leader renews and a standby reads the Lease (must be < the renew deadline)."""
+    pod_name: str = ""
+    """The operator's own pod (the chart sets it from the downward API). With a Lease, the leader
+    labels this pod ``hyperframe.dev/operator-leader=true`` and removes the label when it stops
+    leading, so a Service selecting that label sends the progress posts to the leader alone.
+    Empty (outside a pod): no label."""
+    pod_namespace: str = ""
+    """Namespace of ``pod_name``; empty: the service account's namespace (``default`` outside a pod)."""
     liveness_port: int = 8080
     """Port of kopf's liveness endpoint ``/healthz``; 0 disables it."""
     metrics_port: int = 9090

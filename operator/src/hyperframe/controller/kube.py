@@ -298,6 +298,14 @@ class KubeApi:
             "get", "pods", "GET", f"/api/v1/namespaces/{namespace}/pods/{name}", tolerate=(404,)
         )
 
+    async def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None:
+        """Merge-patch the pod's labels (None removes one); a missing pod is not an error."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        body = {"metadata": {"labels": dict(labels)}}
+        await self._request(
+            "patch", "pods", "PATCH", path, body=body, content_type=_MERGE_PATCH, tolerate=(404,)
+        )
+
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         path = f"/api/v1/namespaces/{namespace}/events"
         await self._request("create", "events", "POST", path, body=dict(body), tolerate=(409,))

@@ -15,6 +15,11 @@ token with audience ``hyperframe.dev/status``. The operator accepts it only when
 Then ``status.progress`` is written: the first report at once, later ones coalesced to at most
 one write per ``progress_flush_seconds`` per job (so status never lags more than that, and 1000
 ranks posting every second cost one write). Reviews are cached briefly by token hash.
+
+A finished job's progress is final (the reconcile wrote the trainer's last figures with the
+verdict, :mod:`.policy_progress`): posts for it are refused with 409, and every write carries the
+resourceVersion of the job it was decided on, so a write decided before the verdict landed fails
+instead of overwriting the final figures (it is retried on the fresh object, and dropped there).
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import math
 import ssl
 import time
 from collections.abc import Mapping
@@ -35,9 +39,10 @@ from hyperframe.constants import STATUS_TOKEN_AUDIENCE
 
 from .caches import Caches, JobKey
 from .config import OperatorConfig
-from .kube import KubeApi
+from .kube import Conflict, KubeApi
 from .metrics import Metrics
 from .observed import observe_pod
+from .policy_progress import parse_progress
 from .status import JobStatus, format_time
 
 __all__ = ["ProgressServer", "parse_progress", "serving_context"]
@@ -48,38 +53,11 @@ _REVIEW_CACHE_SECONDS = 60.0
 _REVIEW_CACHE_MAX = 10_000
 _POD_NAME = "authentication.kubernetes.io/pod-name"
 _POD_UID = "authentication.kubernetes.io/pod-uid"
-_FIELDS: Mapping[str, type] = {
-    "frame": int,
-    "totalFrames": int,
-    "step": int,
-    "loss": float,
-    "samplesPerSecond": float,
-    "etaSeconds": float,
-}
 
 
-def parse_progress(data: object) -> dict[str, Any]:
-    """The ``status.progress`` fields of a report; raises ValueError naming a bad field."""
-    if not isinstance(data, Mapping):
-        raise ValueError("body: expected a JSON object with " + ", ".join(_FIELDS))
-    out: dict[str, Any] = {}
-    for name, kind in _FIELDS.items():
-        value = data.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{name}: expected a number, got {value!r:.40}")
-        if kind is int:
-            if value != int(value) or value < 0:
-                raise ValueError(f"{name}: expected a non-negative integer, got {value}")
-            out[name] = int(value)
-        else:
-            if not math.isfinite(value):
-                continue  # a NaN loss is reported as absent rather than breaking the status write
-            if name != "loss" and value < 0:
-                raise ValueError(f"{name}: expected >= 0, got {value}")
-            out[name] = float(value)
-    return out
+def _finished(body: Mapping[str, Any] | None) -> bool:
+    phase = JobStatus.from_dict((body or {}).get("status")).phase
+    return phase is not None and phase.finished
 
 
 def serving_context(cert_file: str, key_file: str) -> ssl.SSLContext:
@@ -165,6 +143,8 @@ class ProgressServer:
             progress = parse_progress(await request.json())
         except ValueError as exc:
             return self._reject(400, "invalid", str(exc))
+        if _finished(self._caches.jobs.get((namespace, name))):
+            return self._reject(409, "finished", f"HyperFrameJob {namespace}/{name} has finished")
         progress["updatedAt"] = format_time(datetime.now(UTC))
         self._accept((namespace, name), progress)
         self._metrics.progress_reports.labels(result="accepted").inc()
@@ -203,16 +183,29 @@ class ProgressServer:
             if wait > 0:
                 await asyncio.sleep(wait)
             progress = self._pending.pop(key, None)
-            if progress is None:
+            body = self._caches.jobs.get(key)
+            if progress is None or body is None or _finished(body):
                 return
             self._last_write[key] = time.monotonic()
             namespace, name = key
+            version = str((body.get("metadata") or {}).get("resourceVersion", "")) or None
             try:
-                await self._kube.patch_job_status(
-                    namespace, name, {"progress": progress}, resource_version=None
+                fresh = await self._kube.patch_job_status(
+                    namespace, name, {"progress": progress}, resource_version=version
                 )
+            except Conflict:
+                # Decided on a stale object: try again on the fresh one (unless a newer report came).
+                latest = await self._kube.get_job(namespace, name)
+                if latest is not None:
+                    self._caches.put_job(latest)
+                    self._pending.setdefault(key, progress)
+                    self._last_write.pop(key, None)
+                return
             except Exception as exc:
                 log.warning("progress of %s/%s not written: %r", namespace, name, exc)
+                return
+            if fresh:
+                self._caches.put_job(fresh)
         finally:
             self._flushers.pop(key, None)
             if key in self._pending:

@@ -22,6 +22,8 @@ class PolicyRule:
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
     why: str
+    leader_election: bool = False
+    """Needed only with leader election, and only in the operator's own namespace."""
 
 
 OPERATOR_RULES: tuple[PolicyRule, ...] = (
@@ -87,6 +89,14 @@ OPERATOR_RULES: tuple[PolicyRule, ...] = (
         resources=("leases",),
         verbs=("get", "create", "update"),
         why="leader election between operator replicas (one Lease in the operator's namespace)",
+        leader_election=True,
+    ),
+    PolicyRule(
+        api_group="",
+        resources=("pods",),
+        verbs=("get", "patch"),
+        why="the leader label on the operator's own pod (the Service routes progress posts by it)",
+        leader_election=True,
     ),
     PolicyRule(
         api_group="apiextensions.k8s.io",

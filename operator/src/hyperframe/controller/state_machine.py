@@ -19,6 +19,7 @@ from .plan import Event, EventType, Plan, PodDeletion
 from .policy_exclusion import cap_exclusions
 from .policy_failure import PREEMPTED, Failure, find_failures, restart_backoff, stuck_pods
 from .policy_gang import Refusal, refusal_backoff, refusal_fix
+from .policy_progress import final_progress, rank0_progress
 from .policy_run import deadline_at, pods_to_clean, ttl_expires_at
 from .policy_schedule import stuck_gang
 from .policy_smoke import judge_gates, merge_smoke_status
@@ -141,6 +142,7 @@ def _force_stuck(
 
 
 def _finished(d: _Draft, pods: Sequence[ObservedPod]) -> None:
+    _final_figures(d, pods)  # rank 0 may end after the verdict (a deadline, a worker's permanent error)
     for deletion in pods_to_clean(pods, d.job.run_policy.clean_pod_policy):
         d.deletions.setdefault(deletion.name, deletion)
     expires = ttl_expires_at(d.job.run_policy, d.status.completion_time)
@@ -182,12 +184,19 @@ def _finish(
     d.clear(C.SMOKE_TESTING, reason)
     d.clear(C.RESTARTING, reason)
     d.status = d.status.replace(completion_time=d.now, message=message)
+    _final_figures(d, pods)
     d.phase(phase, message, warning=not ok)
     if not ok and reason != phase.value:
         d.event(EventType.WARNING, reason, message)
     for deletion in pods_to_clean(pods, d.job.run_policy.clean_pod_policy, everything=everything):
         d.deletions.setdefault(deletion.name, deletion)
     _finished_ttl(d)
+
+
+def _final_figures(d: _Draft, pods: Sequence[ObservedPod]) -> None:
+    """The trainer's final update (rank 0's termination message) into ``status.progress``."""
+    reported = rank0_progress(pods, d.status.gang_generation)
+    d.status = d.status.replace(progress=final_progress(d.status.progress, reported, d.now))
 
 
 def _finished_ttl(d: _Draft) -> None:

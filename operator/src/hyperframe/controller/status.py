@@ -1,8 +1,9 @@
 """``HyperFrameJob.status`` as plain data: phases, typed condition names, and the condition rules.
 
 The state machine returns a new :class:`JobStatus`; :meth:`JobStatus.to_patch` turns the difference
-into the one status write of a reconcile. ``progress`` is owned by the progress endpoint and is
-never written by a reconcile.
+into the one status write of a reconcile. ``progress`` is written by the progress endpoint while a
+job runs; a reconcile carries it unchanged and writes it only when the job is finished (the final
+figures, :mod:`~hyperframe.controller.policy_progress`).
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def set_condition(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobStatus:
-    """The part of ``status`` a reconcile owns (everything but ``progress``)."""
+    """``status`` as a reconcile sees it; ``progress`` is the stored wire form, changed only for a
+    finished job."""
 
     phase: Phase | None = None
     conditions: tuple[Condition, ...] = ()
@@ -146,6 +148,8 @@ class JobStatus:
     start_time: datetime | None = None
     completion_time: datetime | None = None
     message: str = ""
+    progress: Mapping[str, Any] | None = None
+    """``status.progress`` in its wire form."""
 
     def condition(self, type_: ConditionType) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)
@@ -175,6 +179,7 @@ class JobStatus:
             start_time=parse_time(raw.get("startTime")),
             completion_time=parse_time(raw.get("completionTime")),
             message=str(raw.get("message", "") or ""),
+            progress=dict(raw["progress"]) if isinstance(raw.get("progress"), Mapping) else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,6 +195,7 @@ class JobStatus:
             "startTime": format_time(self.start_time) if self.start_time else None,
             "completionTime": format_time(self.completion_time) if self.completion_time else None,
             "message": self.message,
+            "progress": dict(self.progress) if self.progress is not None else None,
         }
 
     def to_patch(self, stored: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -199,4 +205,9 @@ class JobStatus:
         written once and show up in ``kubectl get``.
         """
         stored = stored or {}
-        return {key: value for key, value in self.to_dict().items() if stored.get(key) != value}
+        patch = {key: value for key, value in self.to_dict().items() if stored.get(key) != value}
+        old_progress, new_progress = stored.get("progress"), patch.get("progress")
+        if isinstance(old_progress, Mapping) and isinstance(new_progress, dict):
+            # A merge patch keeps keys it does not name: a figure the new progress lacks is removed.
+            patch["progress"] = {**dict.fromkeys(old_progress), **new_progress}
+        return patch
