@@ -120,7 +120,9 @@ def main() -> None:
                     run(way)
         finally:
             dist.destroy_process_group()
-    print(f"one CPU rank, 16 samples per frame, {1e3 * ITEM_S:.1f} ms per sample read; medians of {ROUNDS} x {FRAMES - WARMUP} frames")
+    print(
+        f"one CPU rank, 16 samples per frame, {1e3 * ITEM_S:.1f} ms per sample read; medians of {ROUNDS} x {FRAMES - WARMUP} frames"
+    )
     for way in ways:
         print(
             f"  {way.name:18s} frame {1e3 * statistics.median(way.frame_s):7.1f} ms, "

@@ -30,9 +30,14 @@ def _train_config(data: dict[str, Any] | None) -> Any:
     [
         (None, ("", "", 0, 2)),
         ({"shards": "/data/shards"}, ("/data/shards", "", 2, 2)),
-        ({"factory": "my_project.data:dataset", "numWorkers": 4, "prefetchFactor": 3}, ("", "my_project.data:dataset", 4, 3)),
+        (
+            {"factory": "my_project.data:dataset", "numWorkers": 4, "prefetchFactor": 3},
+            ("", "my_project.data:dataset", 4, 3),
+        ),
     ],
 )
-def test_spec_data_maps_onto_the_trainer_config(data: dict[str, Any] | None, expected: tuple[Any, ...]) -> None:
+def test_spec_data_maps_onto_the_trainer_config(
+    data: dict[str, Any] | None, expected: tuple[Any, ...]
+) -> None:
     config = _train_config(data)
     assert (config.data_shards, config.data_factory, config.data_workers, config.data_prefetch) == expected

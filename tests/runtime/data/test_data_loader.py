@@ -106,7 +106,9 @@ def test_a_loader_resumed_from_its_state_reads_the_same_next_samples(
 
     def loader(state: dict[str, Any] | None = None) -> LoaderBatches:
         # 3 micro-batches of 3: frames do not align with epochs, workers prefetch past the frame.
-        return LoaderBatches(dataset, order, micro_batch_size=3, microbatches=3, workers=2, prefetch=2, state=state)
+        return LoaderBatches(
+            dataset, order, micro_batch_size=3, microbatches=3, workers=2, prefetch=2, state=state
+        )
 
     whole = loader()
     expected = _frames(whole, range(12))
@@ -125,11 +127,15 @@ def test_a_loader_resumed_from_its_state_reads_the_same_next_samples(
 
 def test_a_position_saved_on_another_order_is_refused() -> None:
     state = ReplicaOrder(40, 2, 0, seed=3).state(8)
-    with pytest.raises(DataError, match="parallelism.data"):
-        LoaderBatches(IndexDataset(40), ReplicaOrder(40, 1, 0, seed=3), micro_batch_size=1, microbatches=1, state=state)
+    with pytest.raises(DataError, match=r"parallelism\.data"):
+        LoaderBatches(
+            IndexDataset(40), ReplicaOrder(40, 1, 0, seed=3), micro_batch_size=1, microbatches=1, state=state
+        )
 
 
-def _train_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **config: Any) -> tuple[int, str]:
+def _train_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **config: Any
+) -> tuple[int, str]:
     path = tmp_path / "train.json"
     path.write_text(json.dumps({"frames": 1, **config}), encoding="utf-8")
     monkeypatch.setenv("RANK", "0")
@@ -186,7 +192,7 @@ def test_bad_data_input_is_a_config_error(
 
 
 def test_config_takes_one_data_source() -> None:
-    with pytest.raises(ValueError, match="^data_factory: set together with data_shards"):
+    with pytest.raises(ValueError, match=r"^data_factory: set together with data_shards"):
         TrainConfig(data_shards="/data", data_factory="pkg.mod:make")
-    with pytest.raises(ValueError, match="^data_workers: -1 must be >= 0"):
+    with pytest.raises(ValueError, match=r"^data_workers: -1 must be >= 0"):
         TrainConfig(data_workers=-1)

@@ -52,7 +52,9 @@ def test_a_resumed_run_reads_the_same_next_samples_and_gives_the_same_losses(tmp
     }
     cases: list[dict[str, Any]] = []
     for name, data in sources.items():
-        cases.append({"kind": "train", "name": f"{name}-full", "config": _config(tmp_path / f"{name}-full", **data)})
+        cases.append(
+            {"kind": "train", "name": f"{name}-full", "config": _config(tmp_path / f"{name}-full", **data)}
+        )
         cases.append(
             {
                 "kind": "train",

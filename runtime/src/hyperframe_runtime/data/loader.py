@@ -151,7 +151,9 @@ def import_factory(name: str, *, field: str = "data.factory") -> Callable[..., A
         ) from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise DataError(f"{field}: {module_name!r} has no callable {attr!r}; name the Dataset factory function")
+        raise DataError(
+            f"{field}: {module_name!r} has no callable {attr!r}; name the Dataset factory function"
+        )
     return factory  # type: ignore[no-any-return]
 
 
@@ -176,7 +178,9 @@ def open_dataset(config: TrainConfig) -> Dataset[Any]:
     if config.data_shards:
         check_data_source(config)
         meta = read_meta(config.data_shards)
-        return ShardDataset(meta, config.seq_len, vocab_size=config.vocab_size if config.model == "gpt" else 0)
+        return ShardDataset(
+            meta, config.seq_len, vocab_size=config.vocab_size if config.model == "gpt" else 0
+        )
     dataset = import_factory(config.data_factory)(config)
     if isinstance(dataset, IterableDataset):
         raise DataError(

@@ -72,7 +72,9 @@ class _ShardWriter:
         self._close_shard()
 
 
-def prepare_bytes(texts: Sequence[str | Path], out: str | Path, *, shard_tokens: int = DEFAULT_SHARD_TOKENS) -> ShardMeta:
+def prepare_bytes(
+    texts: Sequence[str | Path], out: str | Path, *, shard_tokens: int = DEFAULT_SHARD_TOKENS
+) -> ShardMeta:
     """Write the byte-level shards of ``texts`` into ``out`` (created; must hold no shards yet)."""
     paths = [Path(t) for t in texts]
     for path in paths:
@@ -82,7 +84,9 @@ def prepare_bytes(texts: Sequence[str | Path], out: str | Path, *, shard_tokens:
         raise ValueError(f"--shard-tokens: {shard_tokens} must be >= 2")
     root = Path(out)
     if (root / META_FILE).exists():
-        raise ValueError(f"-o: {root} already holds shards ({META_FILE}); remove it or choose another directory")
+        raise ValueError(
+            f"-o: {root} already holds shards ({META_FILE}); remove it or choose another directory"
+        )
     root.mkdir(parents=True, exist_ok=True)
     writer = _ShardWriter(root, shard_tokens)
     for chunk in _byte_chunks(paths):
@@ -132,7 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hyperframe data prepare: {exc}", file=sys.stderr)
         return 2
     tokens = sum(s.tokens for s in meta.shards)
-    print(f"{meta.root}: {tokens} tokens in {len(meta.shards)} shard(s), byte-level (vocab_size {BYTE_VOCAB})")
+    print(
+        f"{meta.root}: {tokens} tokens in {len(meta.shards)} shard(s), byte-level (vocab_size {BYTE_VOCAB})"
+    )
     return 0
 
 

@@ -30,7 +30,16 @@ from torch.utils.data import Dataset
 
 from hyperframe_runtime.data.errors import DataError
 
-__all__ = ["DTYPES", "FORMAT", "META_FILE", "ShardDataset", "ShardFile", "ShardMeta", "check_vocab", "read_meta"]
+__all__ = [
+    "DTYPES",
+    "FORMAT",
+    "META_FILE",
+    "ShardDataset",
+    "ShardFile",
+    "ShardMeta",
+    "check_vocab",
+    "read_meta",
+]
 
 FORMAT: Final = "hyperframe-tokens"
 VERSION: Final = 1
@@ -79,18 +88,20 @@ def read_meta(root: str | Path, *, field: str = "data.shards") -> ShardMeta:
     base = Path(root)
     fix_prepare = "write the shards there with `hyperframe data prepare TEXT... -o DIR`"
     if not base.is_dir():
-        raise DataError(f"{field}: {base} is not a directory; {fix_prepare} or mount the volume that holds them")
+        raise DataError(
+            f"{field}: {base} is not a directory; {fix_prepare} or mount the volume that holds them"
+        )
     meta_path = base / META_FILE
     if not meta_path.is_file():
-        raise DataError(f"{field}: {base} has no {META_FILE} (empty or not a shards directory); {fix_prepare}")
+        raise DataError(
+            f"{field}: {base} has no {META_FILE} (empty or not a shards directory); {fix_prepare}"
+        )
     try:
         raw = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise DataError(f"{field}: {meta_path} cannot be read as JSON ({exc}); {fix_prepare}") from exc
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
-        raise DataError(
-            f"{field}: {meta_path} is not a {FORMAT} version {VERSION} file; {fix_prepare}"
-        )
+        raise DataError(f"{field}: {meta_path} is not a {FORMAT} version {VERSION} file; {fix_prepare}")
     dtype = raw.get("dtype")
     if dtype not in DTYPES:
         raise DataError(
