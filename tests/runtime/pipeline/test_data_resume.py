@@ -7,19 +7,24 @@ frame time."""
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import torch.distributed as dist
 from data_factory import SLOW_ITEM_S
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.data.prepare import prepare_bytes
+from hyperframe_runtime.models.gpt import gpt_model_spec
 from hyperframe_runtime.pipeline.frame_loop import FrameLoop
 from pipeline_reference import run_harness
 
 KILLED_AFTER = 2
 FRAMES = 5
+MAKE_BATCH_S = 0.5
 
 
 def _config(checkpoint_dir: Path, **data: Any) -> dict[str, Any]:
@@ -98,3 +103,21 @@ def test_the_data_time_is_inside_the_frame_time() -> None:
     assert metrics.data_wait_share * metrics.frame_s >= data_s
     assert metrics.samples_per_s <= 8 / data_s
     assert dist.get_world_size() == 1
+
+
+@pytest.mark.usefixtures("one_rank_group")
+def test_a_models_make_batch_is_timed_inside_the_frame() -> None:
+    config = TrainConfig(microbatches_per_frame=2, micro_batch_size=1, n_layers=1, policy="gpipe", frames=1)
+    spec = gpt_model_spec(config)
+
+    def slow_batch(frame: int, replica: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        time.sleep(MAKE_BATCH_S)  # the known cost of making the frame's batch
+        return spec.make_batch(frame, replica, n)
+
+    loop = FrameLoop(config, spec=replace(spec, make_batch=slow_batch))
+    try:
+        metrics = loop.run_frame()
+    finally:
+        loop.close()
+    assert metrics.frame_s >= MAKE_BATCH_S
+    assert metrics.samples_per_s <= config.samples_per_frame / MAKE_BATCH_S
