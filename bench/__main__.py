@@ -18,6 +18,7 @@ BENCHES: tuple[str, ...] = (
     "smoke_gate",
     "real_cpu",
     "split_backward",
+    "data_pipeline",
     "stage_moves",
     "render_scale",
     "cluster_startup",

@@ -1,4 +1,5 @@
-"""The ``hyperframe`` command: ``render`` (like ``helm template``, no cluster) and ``local``."""
+"""The ``hyperframe`` command: ``render`` (like ``helm template``, no cluster), ``local`` and
+``data`` (``data prepare``: token shards from text; both need hyperframe-runtime)."""
 
 from __future__ import annotations
 
@@ -52,12 +53,12 @@ def _with_namespace(job: Mapping[str, Any], namespace: str | None) -> Mapping[st
     return {**job, "metadata": meta}
 
 
-def _local(argv: list[str]) -> int:
+def _local(argv: list[str], command: str = "local", module: str = "hyperframe_runtime.local") -> int:
     try:
-        local = importlib.import_module("hyperframe_runtime.local")
+        local = importlib.import_module(module)
     except ImportError as exc:
         print(
-            f"error: `hyperframe local` needs the hyperframe-runtime package (torch), which is not "
+            f"error: `hyperframe {command}` needs the hyperframe-runtime package (torch), which is not "
             f"importable here ({exc}); install it: pip install hyperframe-runtime",
             file=sys.stderr,
         )
@@ -94,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
         help="run a HyperFrameJob as processes on this machine (CPU/gloo; needs hyperframe-runtime)",
         add_help=False,
     )
+    sub.add_parser(
+        "data",
+        help="prepare training data: `hyperframe data prepare TEXT... -o DIR` (needs hyperframe-runtime)",
+        add_help=False,
+    )
     return parser
 
 
@@ -101,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["local"]:
         return _local(args_list[1:])
+    if args_list[:1] == ["data"]:
+        return _local(args_list[1:], "data", "hyperframe_runtime.data.prepare")
     args = _parser().parse_args(args_list)
     if args.generation < 0:
         print("error: --generation must be >= 0", file=sys.stderr)

@@ -107,6 +107,21 @@ class TrainConfig:
     planner_time_budget_s: float = 0.2
     """Seconds the planner may spend improving an order."""
 
+    # ---- data (docs/runtime.md "Your data"; ``hyperframe_runtime.data``) ---------------------------
+    data_shards: str = ""
+    """Directory of token shards (``hyperframe data prepare``) the model trains on; "" = none.
+    Samples are windows of ``seq_len + 1`` tokens; the built-in GPT needs every token below
+    ``vocab_size``. Set at most one of ``data_shards`` and ``data_factory``; with neither the
+    model's own ``make_batch`` (the built-in GPT: synthetic tokens) gives the data."""
+    data_factory: str = ""
+    """``"package.module:function"``: ``function(config)`` returns a map-style
+    ``torch.utils.data.Dataset`` whose items are ``(inputs, targets)`` tensors; "" = none."""
+    data_workers: int = 0
+    """DataLoader worker processes per rank reading ahead (``data_shards``/``data_factory``);
+    0 reads in the training process, inside the frame."""
+    data_prefetch: int = 2
+    """Micro-batches each worker keeps in flight (DataLoader ``prefetch_factor``)."""
+
     # ---- checkpoints and observability ------------------------------------------------------------
     checkpoint_dir: str = ""
     """Directory for ``torch.distributed.checkpoint`` snapshots; "" = no checkpoints. A run resumes
@@ -132,6 +147,12 @@ class TrainConfig:
         _check_positive(self, "pipeline", "data", "microbatches_per_frame", "micro_batch_size", "frames")
         _check_non_negative(self, "stages_per_rank", "replan_every", "checkpoint_every")
         _check_non_negative(self, "memory_limit", "memory_limit_bytes")
+        _check_non_negative(self, "data_workers")
+        _check_positive(self, "data_prefetch")
+        if self.data_shards and self.data_factory:
+            raise ValueError("data_factory: set together with data_shards; keep one of them")
+        if self.data_factory and ":" not in self.data_factory:
+            raise ValueError(f"data_factory: {self.data_factory!r} must be 'package.module:function'")
         if self.policy not in POLICIES:
             raise ValueError(f"policy: {self.policy!r} is not one of {', '.join(POLICIES)}")
         if self.device not in get_args(Device):

@@ -92,10 +92,19 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
         raise JobEnvError("config.invalid", "entrypoint: neither builtin nor module is set; set one of them")
     frames = job.frames
     checkpoint = frames.checkpoint
+    data: dict[str, object] = {}
+    if job.data is not None:
+        data = {
+            "data_shards": job.data.shards or "",
+            "data_factory": job.data.factory or "",
+            "data_workers": job.data.num_workers,
+            "data_prefetch": job.data.prefetch_factor,
+        }
     try:
         return TrainConfig.from_dict(
             {
                 **model,
+                **data,
                 "pipeline": job.parallelism.pipeline,
                 "data": job.parallelism.data,
                 "policy": frames.schedule_policy,

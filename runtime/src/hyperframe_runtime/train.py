@@ -21,6 +21,8 @@ import torch
 import torch.distributed as dist
 
 from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.data.errors import DataError
+from hyperframe_runtime.data.loader import check_data_source
 from hyperframe_runtime.pipeline.frame_loop import train
 
 __all__ = ["main"]
@@ -68,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = TrainConfig.load(args.config)
         rank, world_size, local_rank = _env_int("RANK"), _env_int("WORLD_SIZE"), _env_int("LOCAL_RANK")
         config.check_world_size(world_size)
+        check_data_source(config)
         device = _device(config, local_rank)
     except (OSError, ValueError) as exc:
         print(f"hyperframe-train: {exc}", file=sys.stderr)
@@ -84,6 +87,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rank == 0 and result.metrics:
             last = result.metrics[-1]
             log.info("done: %d frames, final loss %.4f", last.frame, last.loss)
+    except DataError as exc:  # found once the data is read (a factory's dataset, a changed shard)
+        print(f"hyperframe-train: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     finally:
         dist.destroy_process_group()
     return 0

@@ -10,7 +10,8 @@ importing torch dominates on a small CI machine) and runs each case on them:
   plan made from given costs before the frame of that index (costs of ``pipeline`` stages: one
   stage per rank, so the stages move to that placement); ``"copy_snapshot"`` first copies an
   earlier case's snapshot directory into this case's checkpoint dir (a resume). The digest is
-  that of the plan the frame ran (the hyperframe policy may switch schedules between frames).
+  that of the plan the frame ran (the hyperframe policy may switch schedules between frames);
+  ``data_positions`` are the data loader's positions after each frame (-1: the model's data).
 - ``select``: ``FrameLoop`` over the config's frames with ``"forced"`` plans (candidate name ->
   ``"serial"``: every micro-batch through the whole pipeline before the next starts); rank 0
   saves the schedule of each frame, the selector's events and the losses, and per frame the
@@ -80,6 +81,7 @@ def _train_case(case: dict[str, Any], out: Path) -> None:
     start = loop.frames_done
     losses: list[float] = []
     digests: list[str] = []
+    positions: list[int] = []
     while loop.frames_done < config.frames:
         if case.get("replan_to") is not None and loop.frames_done == case["replan_to"]["frame"]:
             costs = CostModel.from_mapping(case["replan_to"]["costs"])
@@ -89,6 +91,7 @@ def _train_case(case: dict[str, Any], out: Path) -> None:
             loop.set_plan(plan_from_costs(config, placement or loop.plan.placement, costs))
         losses.append(loop.run_frame().loss)
         digests.append(orders_digest(loop.plan.orders))
+        positions.append(loop.batches.state().get("position", -1))
         loop.after_frame()
     loop.close()
     if dist.get_rank() == 0:
@@ -99,6 +102,7 @@ def _train_case(case: dict[str, Any], out: Path) -> None:
             "snapshots": loop.result.snapshots,
             "boundaries": list(loop.layer_boundaries or ()),
             "events": loop.result.events,
+            "data_positions": positions,
         }
         (out / f"{case['name']}.json").write_text(json.dumps(payload), encoding="utf-8")
 

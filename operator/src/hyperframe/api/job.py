@@ -32,6 +32,7 @@ __all__ = [
     "SCHEDULE_POLICIES",
     "BuiltinModel",
     "Checkpoint",
+    "DataSource",
     "Entrypoint",
     "Frames",
     "JobSpec",
@@ -186,6 +187,48 @@ class Entrypoint:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DataSource:
+    """What the model trains on: exactly one of shards or factory (docs/runtime.md, "Your data")."""
+
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            cel="has(self.shards) != has(self.factory)",
+            message="exactly one of shards or factory must be set",
+            fix="keep either data.shards or data.factory",
+            check=lambda d: (
+                None
+                if (d.shards is None) != (d.factory is None)
+                else "exactly one of shards or factory must be set"
+            ),
+        ),
+    )
+
+    shards: str | None = spec_field(
+        "Directory of token shards (written by `hyperframe data prepare`) in a volume mounted "
+        "through spec.volumeMounts; the built-in model needs every token below its vocabSize.",
+        default=None,
+        fmt="absolute-path",
+        max_length=4096,
+    )
+    factory: str | None = spec_field(
+        "package.module:function; function(config) returns a map-style torch Dataset whose items "
+        "are (inputs, targets) tensors.",
+        default=None,
+        fmt="python-function",
+        max_length=512,
+    )
+    num_workers: int = spec_field(
+        "DataLoader worker processes per rank reading ahead; 0 reads in the trainer, inside the frame.",
+        default=2,
+        minimum=0,
+        maximum=64,
+    )
+    prefetch_factor: int = spec_field(
+        "Micro-batches each worker keeps in flight.", default=2, minimum=1, maximum=64
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunPolicy:
     """Lifecycle policy (same names as Kubeflow's runPolicy)."""
 
@@ -272,6 +315,10 @@ class JobSpec:
     parallelism: Parallelism = spec_field("Parallel layout.", immutable=True)
     frames: Frames = spec_field("Frames and schedule.")
     entrypoint: Entrypoint = spec_field("What to train.")
+    data: DataSource | None = spec_field(
+        "Training data; absent: the model's own batches (the built-in models: synthetic tokens).",
+        default=None,
+    )
     resources: NodeResources = spec_field("CPU and memory per node.", default_factory=NodeResources)
     env: tuple[EnvVar, ...] = spec_field(
         "Extra environment for the trainer; names HyperFrame sets are rejected.",

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal
 
 from hyperframe.api.codec import dump, parse
 from hyperframe.api.fields import spec_field
-from hyperframe.api.job import Checkpoint, LayerSplit, Parallelism, SchedulePolicy, UserModule
+from hyperframe.api.job import Checkpoint, DataSource, LayerSplit, Parallelism, SchedulePolicy, UserModule
 from hyperframe.api.runtime import DeviceCheck, RuntimeImages, RuntimeVersions
 
 __all__ = [
@@ -126,6 +126,7 @@ class ResolvedJobConfig:
     parallelism: Parallelism = spec_field("pipeline x data = worldSize.")
     frames: ResolvedFrames = spec_field("Frames and schedule.")
     entrypoint: ResolvedEntrypoint = spec_field("What to train.")
+    data: DataSource | None = spec_field("Training data; absent: the model's own batches.", default=None)
     rendezvous: Rendezvous = spec_field("Where ranks meet.")
     smoke: ResolvedSmoke = spec_field("Smoke-gate policy.")
     images: RuntimeImages = spec_field("Images of the runtime.")

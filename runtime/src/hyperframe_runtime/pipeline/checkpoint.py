@@ -100,6 +100,9 @@ class Snapshot:
     config: dict[str, Any]
     world_size: int = 0
     """Ranks of the job that saved it (0 in snapshots written before this field existed)."""
+    data: dict[str, Any] | None = None
+    """The data loader's position (``hyperframe_runtime.data``); None when the data is a function
+    of the frame index (the model's ``make_batch``) or in snapshots written before this field."""
 
 
 def snapshot_dir(root: str | Path, frames_done: int) -> Path:
@@ -128,6 +131,7 @@ def _read_snapshot(path: Path) -> Snapshot:
         plan=dict(meta["plan"]),
         config=dict(meta["config"]),
         world_size=int(meta.get("world_size", 0)),
+        data=meta.get("data"),
     )
 
 
@@ -247,11 +251,14 @@ def save_snapshot(
     optimizer: torch.optim.Optimizer,
     plan: dict[str, Any],
     config: dict[str, Any],
+    data: dict[str, Any] | None = None,
     on_phase: Callable[[SavePhase], None] | None = None,
 ) -> Path:
     """Save this rank's part of the snapshot (collective: every rank calls it).
 
-    ``on_phase`` is called on this rank after each phase of :data:`SAVE_PHASES` (progress
+    ``data`` is the loader position every data-parallel replica resumes from (each replica reads
+    its own part of one order, and all consume the same number of samples per frame, so rank 0's
+    position is every replica's). ``on_phase`` is called on this rank after each phase of :data:`SAVE_PHASES` (progress
     reporting; the tests kill ranks there)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     path = snapshot_dir(root, frames_done)
@@ -300,6 +307,8 @@ def save_snapshot(
             "plan": plan,
             "config": config,
         }
+        if data:
+            meta["data"] = data
         _write_atomically(path / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     phase("complete")
     dist.barrier()

@@ -5,7 +5,9 @@ Per frame, on every rank:
 1. (hyperframe policy, ``replan_every`` > 0) the measured choice (``pipeline.measured_choice``,
    around the selector of ``pipeline.selection``) names the schedule this frame runs; switching
    to it between frames may move the stages to another placement (``pipeline.stages``);
-2. the data of this frame and replica (a pure function of the frame index: exact resume);
+2. the data of this frame and replica, inside the frame timer (``hyperframe_runtime.data``: the
+   model's ``make_batch``, a pure function of the frame index, or a DataLoader over token shards
+   or a user dataset, whose position every snapshot saves: exact resume either way);
 3. the executor runs the frame's order (forward, backward, DP gradient all-reduce from each stage's
    REDUCE_GRAD point, waited for at the end);
 4. AdamW steps;
@@ -39,6 +41,7 @@ import torch.distributed as dist
 from torch import nn
 
 from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.data.loader import BatchSource, open_batches, timed
 from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline import checkpoint
 from hyperframe_runtime.pipeline.calibration import calibrate
@@ -162,6 +165,13 @@ class FrameLoop:
             checkpoint.load_snapshot(snapshot, modules=self.stages.modules, optimizer=self.stages.optimizer)
             self.frames_done = snapshot.frames_done
             log.info("resumed from %s: %d frames done", snapshot.path, self.frames_done)
+        self.batches: BatchSource = open_batches(
+            config,
+            self.spec,
+            replica=self.topology.dp_rank,
+            pin_memory=self.device.type == "cuda",
+            state=snapshot.data if snapshot is not None else None,
+        )
 
         self.trace = TraceWriter(config.trace_dir) if config.trace_dir and self.is_reporter else None
         self.progress = _start_progress(config, self.frames_done) if self.is_reporter else None
@@ -227,10 +237,9 @@ class FrameLoop:
             self.set_plan(plan)
             switch_s = time.perf_counter() - began
             predicted = choice.prediction(self.plan)
-        samples = config.microbatches_per_frame * config.micro_batch_size
-        inputs, targets = self.spec.make_batch(frame, topology.dp_rank, samples)
         reset_peak_memory(self.device)
         frame_start = time.perf_counter()
+        (inputs, targets), data_wait_s = timed(self.batches, frame)
         self.optimizer.zero_grad(set_to_none=True)
         run = self.executor.run_frame(inputs, targets)
         if step:
@@ -244,6 +253,7 @@ class FrameLoop:
             pp_rank=topology.pp_rank,
             dp_rank=topology.dp_rank,
             peak_memory=peak_memory_bytes(self.device),
+            data_wait_s=data_wait_s,
         )
         summary = mine.summary()
         if choice is not None:
@@ -397,6 +407,7 @@ class FrameLoop:
                 optimizer=self.optimizer,
                 plan=self._snapshot_plan(),
                 config=config.to_dict(),
+                data=self.batches.state(),
             )
             self.result.snapshots.append(str(path))
 
@@ -418,6 +429,7 @@ class FrameLoop:
         return self.result
 
     def close(self) -> None:
+        self.batches.close()
         if self.progress is not None:
             self.progress.close()
             self.progress = None
@@ -467,7 +479,8 @@ def _report(
     recent = frame_times[-5:]
     remaining = config.frames - metrics.frame
     log.info(
-        "frame %d: loss %.4f, %.1f samples/s, %.0f tokens/s, bubble %.1f%%, dp wait %.1f%%, peak %.1f MiB, "
+        "frame %d: loss %.4f, %.1f samples/s, %.0f tokens/s, bubble %.1f%%, dp wait %.1f%%, data wait %.1f%%, "
+        "peak %.1f MiB, "
         "%s %.1f ms (predicted %.1f ms), activation peak %.2f MiB (1F1B %.2f MiB)",
         metrics.frame,
         metrics.loss,
@@ -475,6 +488,7 @@ def _report(
         metrics.tokens_per_s,
         100 * metrics.bubble_share,
         100 * metrics.comm_wait_share,
+        100 * metrics.data_wait_share,
         metrics.peak_memory_bytes / 2**20,
         metrics.schedule,
         1e3 * metrics.frame_s,

@@ -8,6 +8,9 @@ slowest rank's wall time for the frame including the optimizer step):
   host they cannot be told apart), plus the time to issue sends and receives.
 - ``comm_wait_share``: time blocked on the data-parallel gradient all-reduce after the pipeline
   program, i.e. the part of DP communication that did not overlap with compute.
+- ``data_wait_share``: time waiting for the frame's batch (``hyperframe_runtime.data``): reading
+  it in the training process, or the part of the DataLoader workers' reading that prefetch did not
+  hide. It is inside the frame time, so ``samples_per_s`` is samples over wall-clock time.
 - ``peak_memory_bytes``: the largest per-rank peak: ``torch.cuda.max_memory_allocated`` on GPU
   (reset every frame), the process's peak RSS on CPU.
 - ``activation_peak_bytes`` and ``activation_peak_1f1b_bytes``: the running plan's predicted
@@ -64,6 +67,8 @@ class RankSummary:
     """Largest relative drift of this rank's measured op costs from those its plan was made from."""
     flag: float = 0.0
     """A rank-0 signal to all ranks (1.0: a new plan is ready to be broadcast)."""
+    data_wait_s: float = 0.0
+    """Seconds this rank waited for the frame's batch (inside ``frame_s``)."""
 
     def to_list(self) -> list[float]:
         return [getattr(self, name) for name in self.__slots__]
@@ -99,10 +104,20 @@ class RankFrame:
     activation_bytes: list[tuple[int, int]] = field(default_factory=list)
     """``(stage, bytes)``: activation memory one micro-batch of each of this rank's stages holds
     until its backward (measured once per stage build; the calibration's ``costs.activation``)."""
+    data_wait_s: float = 0.0
+    """Seconds spent waiting for the frame's batch, inside ``frame_s``."""
 
     @classmethod
     def from_run(
-        cls, run: FrameRun, *, frame: int, rank: int, pp_rank: int, dp_rank: int, peak_memory: int
+        cls,
+        run: FrameRun,
+        *,
+        frame: int,
+        rank: int,
+        pp_rank: int,
+        dp_rank: int,
+        peak_memory: int,
+        data_wait_s: float = 0.0,
     ) -> RankFrame:
         return cls(
             frame=frame,
@@ -118,6 +133,7 @@ class RankFrame:
             frame_s=run.frame_s,
             peak_memory_bytes=peak_memory,
             activation_bytes=sorted(run.activation_bytes.items()),
+            data_wait_s=data_wait_s,
         )
 
     @property
@@ -132,6 +148,7 @@ class RankFrame:
             dp_wait_s=self.dp_wait_s,
             loss_sum=sum(self.losses),
             peak_memory_bytes=float(self.peak_memory_bytes),
+            data_wait_s=self.data_wait_s,
         )
 
 
@@ -156,6 +173,7 @@ class FrameMetrics:
     planner_s: float = 0.0
     activation_peak_bytes: float = 0.0
     activation_peak_1f1b_bytes: float = 0.0
+    data_wait_share: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -192,6 +210,7 @@ def metrics_from_summaries(
     loss = sum(r.loss_sum for r in ranks) / loss_terms
     bubble = sum(max(0.0, r.pipeline_s - r.compute_s) for r in ranks) / len(ranks)
     comm = sum(r.dp_wait_s for r in ranks) / len(ranks)
+    data = sum(r.data_wait_s for r in ranks) / len(ranks)
     return FrameMetrics(
         frame=frame,
         loss=loss,
@@ -201,6 +220,7 @@ def metrics_from_summaries(
         peak_memory_bytes=int(max(r.peak_memory_bytes for r in ranks)),
         comm_wait_share=comm / frame_s if frame_s > 0 else 0.0,
         bubble_share=bubble / frame_s if frame_s > 0 else 0.0,
+        data_wait_share=data / frame_s if frame_s > 0 else 0.0,
     )
 
 
