@@ -169,3 +169,35 @@ def test_a_pod_found_gone_on_delete_leaves_the_cache_and_the_next_gang_is_create
         if ("dryRun", "All") not in q
     ]
     assert created == ["1"], "the gang of generation 1 was not created: the job is wedged in Restarting"
+
+
+def test_the_pods_it_creates_are_in_the_cache_before_the_watch_reports_them() -> None:
+    """A gang's pods are known from the creates' answers: a reconcile that runs before the watch
+    delivers them (a big gang, a slow watch) sees every rank, not ranks that "disappeared"."""
+    _, runtime = _example()
+    answered = 0
+
+    def route(method: str, path: str, body: Any) -> Answer:
+        nonlocal answered
+        if method == "DELETE":
+            return 404, {"kind": "Status", "message": "pods not found"}
+        if method == "GET" and "/hyperframeruntimes/" in path:
+            return 200, runtime
+        if method == "PATCH":
+            return 200, {}
+        if not isinstance(body, dict):
+            return 201, {}
+        answered += 1
+        meta = {**body["metadata"], "uid": f"uid-{answered}", "resourceVersion": str(100 + answered)}
+        return 201, {**body, "metadata": meta}
+
+    reconciler, caches, http, stored = _setup(route)
+    asyncio.run(reconciler(KEY))  # the ghost is found gone
+    asyncio.run(reconciler(KEY))  # gang generation 1 is created
+    created = [b for p, q, b in http.requests("POST", "/pods") if ("dryRun", "All") not in q]
+    assert created, "no gang was created"
+    cached = {p.name for p in caches.pods_of(KEY)}
+    assert cached == {b["metadata"]["name"] for b in created}, (
+        "created pods unknown until the watch reports them"
+    )
+    assert all(p.uid.startswith("uid-") for p in caches.pods_of(KEY))

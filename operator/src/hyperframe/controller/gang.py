@@ -27,6 +27,9 @@ class GangOutcome:
     """The first refused object, if any."""
     created: Mapping[str, str] = field(default_factory=dict)
     """Pods this call created: name -> uid (pods that already existed are not in it)."""
+    stored: tuple[Mapping[str, Any], ...] = ()
+    """The API server's answers for the pods this call created, for the pod cache: the watch may
+    report them later than the next reconcile runs."""
 
 
 def _first_refusal(
@@ -91,7 +94,8 @@ async def create_gang(
         for pod, result in zip(pods, results, strict=True)
         if isinstance(result, dict)
     }
+    stored = tuple(r for r in results if isinstance(r, dict))
     refusal = _first_refusal(pods, results, describe, dry_run=False)
     if refusal is None:
         _raise_first_error(results)
-    return GangOutcome(refusal=refusal, created=created)
+    return GangOutcome(refusal=refusal, created=created, stored=stored)

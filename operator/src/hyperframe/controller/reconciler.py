@@ -262,6 +262,12 @@ class Reconciler:
             *actions,
             return_exceptions=True,
         )
+        if isinstance(outcome, GangOutcome):
+            # The pods just created enter the cache from the create's answers (resourceVersion-
+            # checked like any event): a reconcile that runs before the watch reports them must not
+            # read a rank whose pod exists as missing, "disappeared after the gang started".
+            for created in outcome.stored:
+                self._caches.pod_event("ADDED", created)
         if isinstance(outcome, GangOutcome) and outcome.refusal is not None:
             # A create the dry run admitted was refused (quota taken in between, an admission
             # policy changed): the pods created so far are rolled back.
