@@ -191,7 +191,7 @@ def test_the_pods_it_creates_are_in_the_cache_before_the_watch_reports_them() ->
         meta = {**body["metadata"], "uid": f"uid-{answered}", "resourceVersion": str(100 + answered)}
         return 201, {**body, "metadata": meta}
 
-    reconciler, caches, http, stored = _setup(route)
+    reconciler, caches, http, _ = _setup(route)
     asyncio.run(reconciler(KEY))  # the ghost is found gone
     asyncio.run(reconciler(KEY))  # gang generation 1 is created
     created = [b for p, q, b in http.requests("POST", "/pods") if ("dryRun", "All") not in q]
