@@ -13,12 +13,17 @@ old), so the reporter re-posts the latest update from a background thread whenev
 :data:`HEARTBEAT_SECONDS` pass without a post, starting before the first frame ends.
 
 Reporting is best effort and bounded: a slow or absent operator never stalls training.
+
+``ProgressUpdate.metrics`` carries user-named metrics (``ModelSpec.frame_metrics``), bounded by
+:func:`bounded_metrics`: at most :data:`MAX_PROGRESS_METRICS` names of at most
+:data:`PROGRESS_METRIC_NAME_MAX` characters with finite values; the rest is dropped with a warning.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import ssl
 import threading
@@ -26,13 +31,30 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final
 
-from hyperframe.constants import CONFIG_MOUNT_PATH, ENV_STATUS_TOKEN_FILE, ENV_STATUS_URL, STATUS_CA_FILE_NAME
+from hyperframe.constants import (
+    CONFIG_MOUNT_PATH,
+    ENV_STATUS_TOKEN_FILE,
+    ENV_STATUS_URL,
+    MAX_PROGRESS_METRICS,
+    PROGRESS_METRIC_NAME_MAX,
+    STATUS_CA_FILE_NAME,
+)
 
-__all__ = ["HEARTBEAT_SECONDS", "ProgressReporter", "ProgressUpdate", "format_line", "post_update", "report"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "MAX_PROGRESS_METRICS",
+    "BoundedMetrics",
+    "ProgressReporter",
+    "ProgressUpdate",
+    "bounded_metrics",
+    "format_line",
+    "post_update",
+    "report",
+]
 
 log = logging.getLogger("hyperframe.progress")
 
@@ -56,6 +78,35 @@ class ProgressUpdate:
     samplesPerSecond: float
     etaSeconds: float
     """Estimated seconds until the last frame ends; 0 when done."""
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    """User-named metrics of the frame, already bounded (:func:`bounded_metrics`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BoundedMetrics:
+    """What :func:`bounded_metrics` kept, and the names it dropped with the reason."""
+
+    kept: dict[str, float]
+    dropped: dict[str, str]
+
+
+def bounded_metrics(values: Mapping[str, object]) -> BoundedMetrics:
+    """The user metrics ``status.progress`` can take (pure): names that are non-empty strings of
+    at most PROGRESS_METRIC_NAME_MAX characters, values finite numbers (not bools), then the first
+    MAX_PROGRESS_METRICS names in sorted order."""
+    kept: dict[str, float] = {}
+    dropped: dict[str, str] = {}
+    for name in sorted(values, key=str):
+        value = values[name]
+        if not isinstance(name, str) or not name or len(name) > PROGRESS_METRIC_NAME_MAX:
+            dropped[str(name)] = f"name must be 1 to {PROGRESS_METRIC_NAME_MAX} characters"
+        elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            dropped[name] = f"value {value!r:.40} is not a finite number"
+        elif len(kept) >= MAX_PROGRESS_METRICS:
+            dropped[name] = f"more than {MAX_PROGRESS_METRICS} metrics"
+        else:
+            kept[name] = float(value)
+    return BoundedMetrics(kept=kept, dropped=dropped)
 
 
 def format_line(update: ProgressUpdate) -> str:

@@ -9,7 +9,8 @@ slowest rank's wall time for the frame including the optimizer step):
 - ``comm_wait_share``: time blocked on the data-parallel gradient all-reduce after the pipeline
   program, i.e. the part of DP communication that did not overlap with compute.
 - ``peak_memory_bytes``: the largest per-rank peak: ``torch.cuda.max_memory_allocated`` on GPU
-  (reset every frame), the process's peak RSS on CPU.
+  (reset every frame), the process's peak RSS on CPU; ``rank_peak_memory_bytes`` each global
+  rank's, in rank order.
 - ``activation_peak_bytes`` and ``activation_peak_1f1b_bytes``: the running plan's predicted
   activation peak (largest over ranks) and 1F1B's on the same calibrated costs, from each stage's
   measured bytes per micro-batch (``pipeline.memory``); 0 until those are measured.
@@ -156,6 +157,7 @@ class FrameMetrics:
     planner_s: float = 0.0
     activation_peak_bytes: float = 0.0
     activation_peak_1f1b_bytes: float = 0.0
+    rank_peak_memory_bytes: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +203,7 @@ def metrics_from_summaries(
         peak_memory_bytes=int(max(r.peak_memory_bytes for r in ranks)),
         comm_wait_share=comm / frame_s if frame_s > 0 else 0.0,
         bubble_share=bubble / frame_s if frame_s > 0 else 0.0,
+        rank_peak_memory_bytes=tuple(int(r.peak_memory_bytes) for r in ranks),
     )
 
 
