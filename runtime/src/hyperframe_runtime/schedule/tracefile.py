@@ -79,7 +79,7 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             if number == len(lines):
                 break  # the run was killed while writing this line
-            raise ScheduleError(f"{path}: line {number + 1}: not a JSON event: {exc}") from exc
+            raise ScheduleError(f"{path}: line {number}: not a JSON event: {exc}") from exc
         if isinstance(event, dict):
             out.append(event)
     return out
