@@ -30,6 +30,8 @@ __all__ = [
     "LABEL_ROLE",
     "MAIN_CONTAINER_NAME",
     "MANAGED_BY",
+    "MAX_PROGRESS_METRICS",
+    "PROGRESS_METRIC_NAME_MAX",
     "RESERVED_ENV",
     "RUNTIME_KIND",
     "RUNTIME_PLURAL",
@@ -100,6 +102,10 @@ ENV_STATUS_TOKEN_FILE: Final = "HYPERFRAME_STATUS_TOKEN_FILE"
 # the operator's status endpoint accepts only tokens for this audience (TokenReview).
 STATUS_TOKEN_AUDIENCE: Final = "hyperframe.dev/status"
 STATUS_TOKEN_DIR: Final = "/var/run/secrets/hyperframe.dev/status"
+# User-named metrics in status.progress.metrics: at most this many (the runtime keeps the first ones
+# by name and warns), names of at most PROGRESS_METRIC_NAME_MAX characters.
+MAX_PROGRESS_METRICS: Final = 64
+PROGRESS_METRIC_NAME_MAX: Final = 63
 
 # The Kubernetes node a pod runs on (downward API, spec.nodeName), so smoke reports name the node.
 ENV_NODE_NAME: Final = "NODE_NAME"

@@ -129,8 +129,8 @@ class TrainConfig:
     checkpoint_every: int = 0
     """Save a snapshot every this many frames (and after the last); 0 = only after the last frame."""
     trace_dir: str = ""
-    """Directory for the Chrome/Perfetto trace, per-frame metrics and plan/actual Gantt SVGs;
-    "" = none."""
+    """Directory for the Chrome/Perfetto trace, per-frame metrics (``metrics.jsonl``), TensorBoard
+    event files (``tensorboard/``) and plan/actual Gantt SVGs, all appended every frame; "" = none."""
 
     # ---- optimisation and runtime -----------------------------------------------------------------
     seed: int = 0

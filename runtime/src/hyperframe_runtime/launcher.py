@@ -118,6 +118,7 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
                 "layer_split": frames.layer_split,
                 "checkpoint_dir": checkpoint.path if checkpoint else "",
                 "checkpoint_every": checkpoint.every_frames if checkpoint else 0,
+                "trace_dir": frames.metrics_dir,
                 "device": "cuda" if job.gpus_per_node > 0 else "cpu",
                 "backend": job.backend,
             }

@@ -19,6 +19,10 @@ is set (the launcher sets it for its ranks), every update is also written there,
 before it is posted, so the file is never older than any post. The launcher puts the file's last
 update into the pod's termination message, and the operator writes it into the status of the
 finished job (see :mod:`hyperframe_runtime.launcher`).
+
+``ProgressUpdate.metrics`` carries user-named metrics (``ModelSpec.frame_metrics``), bounded by
+:func:`bounded_metrics`: at most :data:`MAX_PROGRESS_METRICS` names of at most
+:data:`PROGRESS_METRIC_NAME_MAX` characters with finite values; the rest is dropped with a warning.
 """
 
 from __future__ import annotations
@@ -33,17 +37,27 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from hyperframe.constants import CONFIG_MOUNT_PATH, ENV_STATUS_TOKEN_FILE, ENV_STATUS_URL, STATUS_CA_FILE_NAME
+from hyperframe.constants import (
+    CONFIG_MOUNT_PATH,
+    ENV_STATUS_TOKEN_FILE,
+    ENV_STATUS_URL,
+    MAX_PROGRESS_METRICS,
+    PROGRESS_METRIC_NAME_MAX,
+    STATUS_CA_FILE_NAME,
+)
 
 __all__ = [
     "HEARTBEAT_SECONDS",
+    "MAX_PROGRESS_METRICS",
     "PROGRESS_FILE_ENV",
+    "BoundedMetrics",
     "ProgressReporter",
     "ProgressUpdate",
+    "bounded_metrics",
     "format_line",
     "post_update",
     "read_latest",
@@ -75,10 +89,43 @@ class ProgressUpdate:
     samplesPerSecond: float
     etaSeconds: float
     """Estimated seconds until the last frame ends; 0 when done."""
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    """User-named metrics of the frame, already bounded (:func:`bounded_metrics`)."""
 
-    def to_wire(self) -> dict[str, int | float]:
-        """The update as JSON-safe data: a figure not measured yet (NaN, infinity) is left out."""
-        return {k: v for k, v in asdict(self).items() if not (isinstance(v, float) and not math.isfinite(v))}
+    def to_wire(self) -> dict[str, Any]:
+        """The update as JSON-safe data: a figure not measured yet (NaN, infinity) is left out, and
+        so are user metrics when there are none."""
+        wire = {k: v for k, v in asdict(self).items() if not (isinstance(v, float) and not math.isfinite(v))}
+        if not wire.get("metrics"):
+            wire.pop("metrics", None)
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class BoundedMetrics:
+    """What :func:`bounded_metrics` kept, and the names it dropped with the reason."""
+
+    kept: dict[str, float]
+    dropped: dict[str, str]
+
+
+def bounded_metrics(values: Mapping[str, object]) -> BoundedMetrics:
+    """The user metrics ``status.progress`` can take (pure): names that are non-empty strings of
+    at most PROGRESS_METRIC_NAME_MAX characters, values finite numbers (not bools), then the first
+    MAX_PROGRESS_METRICS names in sorted order."""
+    kept: dict[str, float] = {}
+    dropped: dict[str, str] = {}
+    for name in sorted(values, key=str):
+        value = values[name]
+        if not isinstance(name, str) or not name or len(name) > PROGRESS_METRIC_NAME_MAX:
+            dropped[str(name)] = f"name must be 1 to {PROGRESS_METRIC_NAME_MAX} characters"
+        elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            dropped[name] = f"value {value!r:.40} is not a finite number"
+        elif len(kept) >= MAX_PROGRESS_METRICS:
+            dropped[name] = f"more than {MAX_PROGRESS_METRICS} metrics"
+        else:
+            kept[name] = float(value)
+    return BoundedMetrics(kept=kept, dropped=dropped)
 
 
 def format_line(update: ProgressUpdate) -> str:

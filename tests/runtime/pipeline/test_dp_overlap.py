@@ -37,7 +37,7 @@ def test_v_stage_all_reduce_overlaps_the_remaining_compute(tmp_path: Path) -> No
         "seed": 3,
     }
     run_harness(4, [{"kind": "train", "name": "v", "config": config}], tmp_path)
-    events = json.loads((tmp_path / "trace" / "trace.json").read_text())["traceEvents"]
+    events = json.loads((tmp_path / "trace" / "trace.json").read_text())
     slices = [e for e in events if e.get("ph") == "X" and e["pid"] == 0 and e["args"].get("frame") == 2]
     compute = [e for e in slices if e["cat"] in ("F", "I", "W", "B")]
     reduce3 = next(e for e in slices if e["name"] == "all-reduce stage 3")

@@ -93,8 +93,8 @@ def test_frame_metrics_and_trace_files(tmp_path: Path) -> None:
     assert svg.count("<svg") == 3  # the planned and the actual chart inside one picture
     assert "planned order on measured costs (gpipe)" in svg and "actual (replica 0)" in svg
     writer.close()
-    trace = json.loads((tmp_path / "trace.json").read_text())
-    ops = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["cat"] in ("F", "B")]
+    trace = json.loads((tmp_path / "trace.json").read_text())  # closed: a complete JSON array
+    ops = [e for e in trace if e.get("ph") == "X" and e["cat"] in ("F", "B")]
     assert sorted(e["name"] for e in ops) == ["0B0", "0F0", "1B0", "1F0"]
     second_rank_f = next(e for e in ops if e["name"] == "1F0")
     assert second_rank_f["ts"] == pytest.approx(1e6)  # ranks aligned by their wall-clock start

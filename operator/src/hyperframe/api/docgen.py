@@ -43,7 +43,8 @@ def _type_name(shape: Shape) -> str:
         assert shape.item is not None
         return f"list of {_type_name(shape.item)}"
     if kind == "map":
-        return "map of string"
+        assert shape.item is not None
+        return f"map of {_type_name(shape.item)}"
     if kind == "raw":
         return "object (passed through)"
     if kind == "enum":

@@ -99,6 +99,20 @@ class Checkpoint:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Metrics:
+    """Where rank 0 writes the observability files, appended every frame."""
+
+    dir: str | None = spec_field(
+        "Directory for TensorBoard event files (tensorboard/), metrics.jsonl, ops.jsonl and the "
+        "Chrome trace (trace.json); absent: <checkpoint.path>/metrics/<job name> when checkpoint "
+        "is set, none otherwise. Put it on a volume of spec.volumes to keep the files.",
+        default=None,
+        fmt="absolute-path",
+        max_length=4096,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Frames:
     """Training in frames: a frame is one schedule of micro-batches ending in an optimizer step."""
 
@@ -141,6 +155,9 @@ class Frames:
         default="auto",
     )
     checkpoint: Checkpoint | None = spec_field("Checkpointing; absent means no checkpoints.", default=None)
+    metrics: Metrics = spec_field(
+        "Observability files (TensorBoard, metrics, trace).", default_factory=Metrics
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

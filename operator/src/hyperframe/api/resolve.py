@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from hyperframe.api.builtin_models import BUILTIN_MODELS
 from hyperframe.api.codec import dump
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.job import BuiltinModel, JobSpec, procs_per_node
+from hyperframe.api.job import BuiltinModel, Frames, JobSpec, procs_per_node
 from hyperframe.api.job_rules import RESERVED_MOUNT_PATHS
 from hyperframe.api.kube import EnvVar, Toleration
 from hyperframe.api.models import HyperFrameJob, HyperFrameRuntime
@@ -31,7 +31,7 @@ from hyperframe.api.resolved import (
 )
 from hyperframe.api.runtime import GangScheduling, RdmaSpec, RuntimeImages, RuntimeSpec
 
-__all__ = ["PodSettings", "Resolution", "resolve", "stages_per_rank"]
+__all__ = ["PodSettings", "Resolution", "metrics_dir", "resolve", "stages_per_rank"]
 
 DEFAULT_NAMESPACE = "default"
 
@@ -67,6 +67,16 @@ def stages_per_rank(policy: str) -> int:
     """Model stages per rank: 1 for gpipe and 1f1b; 2 for the looped/V-shaped schedules
     (interleaved1f1b, zbv) and for hyperframe, which uses the V-shape placement."""
     return 1 if policy in ("gpipe", "1f1b") else 2
+
+
+def metrics_dir(frames: Frames, job_name: str) -> str:
+    """frames.metrics.dir, or ``<checkpoint.path>/metrics/<job name>`` on the checkpoint volume;
+    "" (no files) without either."""
+    if frames.metrics.dir:
+        return frames.metrics.dir
+    if frames.checkpoint is not None:
+        return f"{frames.checkpoint.path.rstrip('/')}/metrics/{job_name}"
+    return ""
 
 
 def _override_errors(spec: JobSpec, runtime_name: str, rt: RuntimeSpec) -> list[FieldError]:
@@ -218,6 +228,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
             stages_per_rank=stages_per_rank(f.schedule_policy),
             layer_split=f.layer_split,
             checkpoint=f.checkpoint,
+            metrics_dir=metrics_dir(f, job.metadata.name),
         ),
         entrypoint=ResolvedEntrypoint(builtin=builtin, module=spec.entrypoint.module),
         data=spec.data,

@@ -56,6 +56,10 @@ class ResolvedFrames:
         "Layer split over the stages: auto, even or measured.", default="auto"
     )
     checkpoint: Checkpoint | None = spec_field("Checkpointing, if any.", default=None)
+    metrics_dir: str = spec_field(
+        "Directory of the observability files (frames.metrics.dir or its default); empty: none.",
+        default="",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from hyperframe.api.fields import spec_field
+from hyperframe.constants import MAX_PROGRESS_METRICS
 
 __all__ = [
     "CONDITION_TYPES",
@@ -123,6 +124,12 @@ class Progress:
     loss: float | None = spec_field("Loss of the last frame.", default=None)
     samples_per_second: float | None = spec_field("Throughput of the last frame.", default=None, minimum=0)
     eta_seconds: float | None = spec_field("Estimated seconds to the last frame.", default=None, minimum=0)
+    metrics: Mapping[str, float] | None = spec_field(
+        "User-named metrics of the last frame (the model's frame_metrics): at most 64 names of at "
+        "most 63 characters; the runtime drops the rest, with a warning in the trainer log.",
+        default=None,
+        max_items=MAX_PROGRESS_METRICS,
+    )
     updated_at: str | None = spec_field(
         "When the operator received this update (or took the final one from the termination message).",
         default=None,

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from hyperframe.constants import MAX_PROGRESS_METRICS, PROGRESS_METRIC_NAME_MAX
+
 from .observed import ObservedPod
 from .status import format_time
 
@@ -56,6 +58,28 @@ def parse_progress(data: object) -> dict[str, Any]:
             if name != "loss" and value < 0:
                 raise ValueError(f"{name}: expected >= 0, got {value}")
             out[name] = float(value)
+    metrics = data.get("metrics")
+    if metrics is not None:
+        out["metrics"] = _parse_metrics(metrics)
+    return out
+
+
+def _parse_metrics(data: object) -> dict[str, float]:
+    """``metrics``: the runtime sends at most MAX_PROGRESS_METRICS finite numbers by name (it drops
+    the rest); a report past that bound is refused rather than cut here."""
+    if not isinstance(data, Mapping):
+        raise ValueError("metrics: expected an object of name -> number")
+    if len(data) > MAX_PROGRESS_METRICS:
+        raise ValueError(f"metrics: {len(data)} names, at most {MAX_PROGRESS_METRICS}")
+    out: dict[str, float] = {}
+    for name, value in data.items():
+        if not isinstance(name, str) or not name or len(name) > PROGRESS_METRIC_NAME_MAX:
+            raise ValueError(
+                f"metrics: name {name!r:.70}: expected 1 to {PROGRESS_METRIC_NAME_MAX} characters"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"metrics.{name}: expected a finite number, got {value!r:.40}")
+        out[name] = float(value)
     return out
 
 
@@ -91,7 +115,11 @@ def final_progress(
     stable: the same inputs never change ``updatedAt`` again)."""
     if reported is None:
         return stored
-    figures = {k: v for k, v in reported.items() if k in _FIELDS}
+    figures: dict[str, Any] = {k: v for k, v in reported.items() if k in _FIELDS}
+    # The termination message carries the figures only (it must fit 4 KiB); the user metrics of
+    # the last post stay.
+    if stored is not None and "metrics" in stored:
+        figures["metrics"] = stored["metrics"]
     if stored is not None and {k: v for k, v in stored.items() if k != _UPDATED_AT} == figures:
         return stored
     return {**figures, _UPDATED_AT: format_time(now)}

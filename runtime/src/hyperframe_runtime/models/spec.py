@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -53,6 +53,11 @@ class ModelSpec:
     runtime can give stages uneven layer counts (:meth:`build_split`), as the partitioner
     (``schedule.partition``) asks for mixed devices. Same rules as ``build_stage``: deterministic,
     and a layer's parameters and names must not depend on the split."""
+    frame_metrics: Callable[[int], Mapping[str, float]] | None = None
+    """Optional: ``(frames_done) -> {name: value}``, called on global rank 0 after every frame
+    (outside the frame time). The values go to TensorBoard as ``user/<name>`` and to
+    ``status.progress.metrics``: at most 64 names of at most 63 characters, finite values; the
+    runtime keeps the first 64 names in sorted order and logs a warning naming what it dropped."""
 
     @property
     def has_layer_hook(self) -> bool:

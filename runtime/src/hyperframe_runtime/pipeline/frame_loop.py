@@ -18,8 +18,9 @@ Per frame, on every rank:
 6. planning runs in a helper process of global rank 0 (``pipeline.replanner``) while frames go
    on; when its answer is in, rank 0 raises the flag and broadcasts the plans, which run from the
    next frame;
-7. global rank 0 writes metrics (measured and predicted frame time, re-plan cost) and the trace
-   and reports progress (``hyperframe_runtime.progress``);
+7. global rank 0 writes metrics (measured and predicted frame time, re-plan cost), the trace and
+   the TensorBoard scalars (``pipeline.trace``, ``pipeline.board``; flushed every frame), calls
+   the model's ``frame_metrics`` and reports progress with them (``hyperframe_runtime.progress``);
 8. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan.
 
 With a measured layer split (``layer_split = "measured"``, or ``"auto"`` under the hyperframe
@@ -44,6 +45,7 @@ from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.data.loader import BatchSource, open_batches, timed
 from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline import checkpoint
+from hyperframe_runtime.pipeline.board import BoardWriter
 from hyperframe_runtime.pipeline.calibration import calibrate
 from hyperframe_runtime.pipeline.candidates import candidate_plans
 from hyperframe_runtime.pipeline.executor import PipelineExecutor
@@ -70,7 +72,7 @@ from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
 from hyperframe_runtime.pipeline.stages import StageContext, StageSet
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
 from hyperframe_runtime.pipeline.trace import TraceWriter
-from hyperframe_runtime.progress import ProgressReporter, ProgressUpdate
+from hyperframe_runtime.progress import ProgressReporter, ProgressUpdate, bounded_metrics
 from hyperframe_runtime.schedule.costs import CostModel
 
 __all__ = ["FrameLoop", "TrainResult", "train"]
@@ -174,6 +176,8 @@ class FrameLoop:
         )
 
         self.trace = TraceWriter(config.trace_dir) if config.trace_dir and self.is_reporter else None
+        self.board = BoardWriter(config.trace_dir) if config.trace_dir and self.is_reporter else None
+        self._dropped_metrics: set[str] = set()
         self.progress = _start_progress(config, self.frames_done) if self.is_reporter else None
         self.result = TrainResult(start_frame=self.frames_done, profile=profile)
         self._frames_on_plan = 0
@@ -320,9 +324,28 @@ class FrameLoop:
             self.trace.add_frame(self.frames_done, ranks, metrics)
             if self._frames_on_plan == 2 or self.frames_done == config.frames:
                 self.trace.add_gantt(self.frames_done, self.plan, ranks)
+        user = self._user_metrics() if self.is_reporter else {}
+        if self.board is not None:
+            self.board.add_frame(metrics, lr=config.lr, user=user)
         if self.progress is not None:
-            _report(config, metrics, self.result, self.progress)
+            _report(config, metrics, self.result, self.progress, user)
         return metrics
+
+    def _user_metrics(self) -> dict[str, float]:
+        """The model's ``frame_metrics`` of this frame, bounded for ``status.progress`` (a warning
+        names each dropped metric the first time it is dropped)."""
+        if self.spec.frame_metrics is None:
+            return {}
+        bounded = bounded_metrics(self.spec.frame_metrics(self.frames_done))
+        fresh = {name: why for name, why in bounded.dropped.items() if name not in self._dropped_metrics}
+        if fresh:
+            self._dropped_metrics.update(fresh)
+            log.warning(
+                "frame %d: frame_metrics: dropped %s",
+                self.frames_done,
+                "; ".join(f"{name!r}: {why}" for name, why in fresh.items()),
+            )
+        return bounded.kept
 
     def _repartition(self) -> None:
         """Re-split the layers by the costs measured in the look that just ended (collective: every
@@ -436,6 +459,9 @@ class FrameLoop:
         if self.trace is not None:
             self.trace.close()
             self.trace = None
+        if self.board is not None:
+            self.board.close()
+            self.board = None
         if self.choice is not None:
             self.choice.close()
 
@@ -473,7 +499,11 @@ def _start_progress(config: TrainConfig, frames_done: int) -> ProgressReporter:
 
 
 def _report(
-    config: TrainConfig, metrics: FrameMetrics, result: TrainResult, progress: ProgressReporter
+    config: TrainConfig,
+    metrics: FrameMetrics,
+    result: TrainResult,
+    progress: ProgressReporter,
+    user: dict[str, float],
 ) -> None:
     frame_times = [m.frame_s for m in result.metrics]
     recent = frame_times[-5:]
@@ -504,5 +534,6 @@ def _report(
             loss=metrics.loss,
             samplesPerSecond=metrics.samples_per_s,
             etaSeconds=remaining * sum(recent) / len(recent),
+            metrics=user,
         )
     )

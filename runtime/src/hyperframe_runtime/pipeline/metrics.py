@@ -12,7 +12,8 @@ slowest rank's wall time for the frame including the optimizer step):
   it in the training process, or the part of the DataLoader workers' reading that prefetch did not
   hide. It is inside the frame time, so ``samples_per_s`` is samples over wall-clock time.
 - ``peak_memory_bytes``: the largest per-rank peak: ``torch.cuda.max_memory_allocated`` on GPU
-  (reset every frame), the process's peak RSS on CPU.
+  (reset every frame), the process's peak RSS on CPU; ``rank_peak_memory_bytes`` each global
+  rank's, in rank order.
 - ``activation_peak_bytes`` and ``activation_peak_1f1b_bytes``: the running plan's predicted
   activation peak (largest over ranks) and 1F1B's on the same calibrated costs, from each stage's
   measured bytes per micro-batch (``pipeline.memory``); 0 until those are measured.
@@ -174,6 +175,7 @@ class FrameMetrics:
     activation_peak_bytes: float = 0.0
     activation_peak_1f1b_bytes: float = 0.0
     data_wait_share: float = 0.0
+    rank_peak_memory_bytes: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,6 +223,7 @@ def metrics_from_summaries(
         comm_wait_share=comm / frame_s if frame_s > 0 else 0.0,
         bubble_share=bubble / frame_s if frame_s > 0 else 0.0,
         data_wait_share=data / frame_s if frame_s > 0 else 0.0,
+        rank_peak_memory_bytes=tuple(int(r.peak_memory_bytes) for r in ranks),
     )
 
 

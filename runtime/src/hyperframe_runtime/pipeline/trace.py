@@ -1,11 +1,15 @@
 """Observability files written by global rank 0 into ``trace_dir``.
 
-- ``trace.json``: a Chrome/Perfetto trace (open it in https://ui.perfetto.dev or chrome://tracing).
+- ``trace.json``: a Chrome/Perfetto trace (open it in https://ui.perfetto.dev or chrome://tracing),
+  appended and flushed every frame (``schedule.tracefile``), so a killed run keeps every frame up
+  to its last; ``hyperframe-sched trace`` draws any frame of it. A run that finds a
+  ``trace.json`` from an earlier run renames that one ``trace.<k>.json`` first (the first free k).
   One process per global rank; thread "compute" holds every F/I/W/B op, thread "wait" the time the
   rank sat waiting before each op, thread "dp all-reduce" the exposed data-parallel wait at the
   frame end, thread "dp all-reduce in flight" each stage's gradient all-reduce from its
   REDUCE_GRAD point until it was seen complete (so its overlap with the remaining compute shows).
-  Each op's args carry frame, stage, micro-batch and wait in milliseconds.
+  Each op's args carry frame, stage, micro-batch and wait in milliseconds; a ``frame end``
+  instant event closes each frame.
 - ``metrics.jsonl``: one :class:`~hyperframe_runtime.pipeline.metrics.FrameMetrics` per line
   (measured ``frame_s`` next to the cost model's ``predicted_frame_s``, the schedule, re-plan cost).
 - ``ops.jsonl``: per frame, per rank, every op's exec and wait seconds (the raw measurements).
@@ -26,6 +30,7 @@ from hyperframe_runtime.pipeline.planning import FramePlan, costs_from_samples
 from hyperframe_runtime.schedule.gantt import gantt_svg
 from hyperframe_runtime.schedule.ir import Action, OpKind
 from hyperframe_runtime.schedule.simulate import Span, simulate
+from hyperframe_runtime.schedule.tracefile import FRAME_END, TraceStream
 
 __all__ = ["TraceWriter"]
 
@@ -37,12 +42,12 @@ _TID_REDUCE: Final = 3
 
 
 class TraceWriter:
-    """Accumulates frames and (re)writes the files in ``directory``."""
+    """Appends each frame to the files in ``directory``, flushed before :meth:`add_frame` returns."""
 
     def __init__(self, directory: str | Path) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._events: list[dict[str, Any]] = []
+        self._events = TraceStream(_fresh_trace_path(self.directory))
         self._origin: float | None = None
         self._named: set[int] = set()
         # A resumed run appends to the files of the interrupted one.
@@ -57,7 +62,7 @@ class TraceWriter:
             base = (rank.wall_start - self._origin) * 1e6
             for stage, kind, mb, start, end, wait in rank.records:
                 args = {"frame": frame, "stage": stage, "microbatch": mb, "wait_ms": round(wait * 1e3, 3)}
-                self._events.append(
+                self._events.emit(
                     _slice(
                         f"{stage}{kind}{mb}",
                         rank.rank,
@@ -69,7 +74,7 @@ class TraceWriter:
                     )
                 )
                 if wait > _MIN_WAIT_S:
-                    self._events.append(
+                    self._events.emit(
                         _slice(
                             "wait",
                             rank.rank,
@@ -81,7 +86,7 @@ class TraceWriter:
                         )
                     )
             if rank.dp_wait_s > _MIN_WAIT_S:
-                self._events.append(
+                self._events.emit(
                     _slice(
                         "dp all-reduce wait",
                         rank.rank,
@@ -93,7 +98,7 @@ class TraceWriter:
                     )
                 )
             for stage, start, end in rank.reduces:
-                self._events.append(
+                self._events.emit(
                     _slice(
                         f"all-reduce stage {stage}",
                         rank.rank,
@@ -118,9 +123,22 @@ class TraceWriter:
                 )
                 + "\n"
             )
+        self._events.emit(
+            {
+                "name": FRAME_END,
+                "ph": "i",
+                "s": "g",
+                "pid": 0,
+                "tid": 0,
+                "ts": _end_ts(ranks, self._origin),
+                "args": {"frame": frame},
+            }
+        )
+        # The trace first: a frame in metrics.jsonl is always complete in trace.json.
+        self._events.flush()
+        self._ops.flush()
         self._metrics.write(json.dumps(metrics.to_json()) + "\n")
         self._metrics.flush()
-        self._ops.flush()
 
     def add_gantt(self, frame: int, plan: FramePlan, ranks: Sequence[RankFrame]) -> Path:
         """Write ``plan-vs-actual-frame-<frame>.svg``: the plan replayed on this frame's measured
@@ -162,8 +180,8 @@ class TraceWriter:
             return
         self._named.add(rank.rank)
         label = f"rank {rank.rank} (pipeline {rank.pp_rank}, replica {rank.dp_rank})"
-        self._events.append({"name": "process_name", "ph": "M", "pid": rank.rank, "args": {"name": label}})
-        self._events.append(
+        self._events.emit({"name": "process_name", "ph": "M", "pid": rank.rank, "args": {"name": label}})
+        self._events.emit(
             {"name": "process_sort_index", "ph": "M", "pid": rank.rank, "args": {"sort_index": rank.rank}}
         )
         threads = (
@@ -173,22 +191,37 @@ class TraceWriter:
             (_TID_REDUCE, "dp all-reduce in flight"),
         )
         for tid, name in threads:
-            self._events.append(
+            self._events.emit(
                 {"name": "thread_name", "ph": "M", "pid": rank.rank, "tid": tid, "args": {"name": name}}
             )
 
-    def write(self) -> Path:
-        """Write ``trace.json`` with every frame so far; returns its path."""
-        path = self.directory / "trace.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"traceEvents": self._events, "displayTimeUnit": "ms"}), encoding="utf-8")
-        tmp.replace(path)
-        return path
+    @property
+    def trace_path(self) -> Path:
+        return self._events.path
 
     def close(self) -> None:
-        self.write()
+        """Close ``trace.json`` (its closing bracket) and the JSON-lines files."""
+        self._events.close()
         self._metrics.close()
         self._ops.close()
+
+
+def _fresh_trace_path(directory: Path) -> Path:
+    """``trace.json``, after renaming an earlier run's to ``trace.<k>.json`` (first free k)."""
+    path = directory / "trace.json"
+    if path.exists():
+        k = 1
+        while (directory / f"trace.{k}.json").exists():
+            k += 1
+        path.rename(directory / f"trace.{k}.json")
+    return path
+
+
+def _end_ts(ranks: Sequence[RankFrame], origin: float | None) -> float:
+    """Microseconds from the trace origin to the end of the frame's slowest rank (0 without ranks)."""
+    if not ranks or origin is None:
+        return 0.0
+    return round(max((r.wall_start - origin + r.frame_s) * 1e6 for r in ranks), 3)
 
 
 def _stack_svgs(top: str, bottom: str) -> str:

@@ -3,12 +3,17 @@
     hyperframe-sched replay ORDERS.csv --costs COSTS.yaml [--gantt out.svg]
     hyperframe-sched plan --p 4 --m 16 --costs COSTS.yaml [--placement vshape] -o plan.csv
     hyperframe-sched baseline ZBVZeroBubble --p 4 --m 16 -o zbv.csv
+    hyperframe-sched trace TRACE_DIR/trace.json [--frame K] --gantt frame.svg
 
 A cost file is YAML (or JSON) with the keys of :class:`CostModel`: ``forward``,
 ``backward_input``, ``backward_weight`` (one number per stage), and optionally ``rank_slowdown``,
 ``p2p``, ``allreduce``, ``activation`` (memory of one in-flight micro-batch per stage: bytes
 when measured, e.g. by the runtime's calibration, which a plan's ``costs`` in its JSON carry;
 peaks print in the same unit, next to 1F1B's on the same costs, the planner's default budget).
+
+``trace`` reads a runtime ``trace.json``, also one a killed run left unclosed
+(``schedule.tracefile``), lists its complete frames and draws one of them (default: the last
+complete one) as a Gantt chart, one row per global rank.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from hyperframe_runtime.schedule.gantt import write_gantt_svg
 from hyperframe_runtime.schedule.ir import Orders, Placement, ScheduleError
 from hyperframe_runtime.schedule.planner import one_f_one_b_peaks
 from hyperframe_runtime.schedule.simulate import lb_tight, lb_work, simulate
+from hyperframe_runtime.schedule.tracefile import complete_frames, frame_spans, read_events
 
 __all__ = ["main"]
 
@@ -144,6 +150,44 @@ def _baseline(args: argparse.Namespace) -> None:
     print(f"wrote {args.output}")
 
 
+def _trace(args: argparse.Namespace) -> None:
+    from hyperframe_runtime.schedule.gantt import gantt_svg
+
+    events = read_events(args.trace)
+    frames = complete_frames(events)
+    if not frames:
+        raise ScheduleError(f"{args.trace}: no complete frame in the trace")
+    frame = args.frame if args.frame else frames[-1]
+    if frame not in frames:
+        raise ScheduleError(
+            f"--frame {frame}: not a complete frame of {args.trace}; it has {_ranges(frames)}"
+        )
+    spans, num_ranks = frame_spans(events, frame)
+    print(f"{args.trace}: {len(events)} events, complete frames {_ranges(frames)}")
+    makespan = max(span.end for span in spans)
+    print(f"frame {frame}: {num_ranks} ranks, {len(spans)} ops, {1e3 * makespan:.3f} ms")
+    if args.gantt:
+        title = f"{Path(args.trace).name} frame {frame} (measured)"
+        Path(args.gantt).write_text(
+            gantt_svg(spans, num_ranks, title=title, makespan=makespan), encoding="utf-8"
+        )
+        print(f"wrote {args.gantt}")
+
+
+def _ranges(frames: Sequence[int]) -> str:
+    """``1-3, 5`` for [1, 2, 3, 5]."""
+    parts: list[str] = []
+    start = prev = frames[0]
+    for f in [*frames[1:], None]:
+        if f is not None and f == prev + 1:
+            prev = f
+            continue
+        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        if f is not None:
+            start = prev = f
+    return ", ".join(parts)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hyperframe-sched", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -173,6 +217,11 @@ def _parser() -> argparse.ArgumentParser:
     base.add_argument("--m", type=int, required=True)
     base.add_argument("-o", "--output", required=True)
     base.set_defaults(func=_baseline)
+    trace = sub.add_parser("trace", help="draw a frame of a runtime trace.json (also a killed run's)")
+    trace.add_argument("trace", help="trace.json written by the runtime (trace_dir)")
+    trace.add_argument("--frame", type=int, default=0, help="frame to draw (default: the last complete one)")
+    trace.add_argument("--gantt", help="write the frame's SVG Gantt chart here")
+    trace.set_defaults(func=_trace)
     return parser
 
 
