@@ -35,6 +35,7 @@ FIXED_TAGS = {
     "time/frame_s",
     "pipeline/bubble_pct",
     "pipeline/dp_wait_pct",
+    "pipeline/data_wait_pct",
     "memory/peak_bytes/rank_0",
     "memory/peak_bytes/rank_1",
 }

@@ -7,8 +7,8 @@ counting that one). Tags:
 
 - ``train/loss``, ``train/lr``;
 - ``throughput/samples_per_s``, ``throughput/tokens_per_s``, ``time/frame_s``;
-- ``pipeline/bubble_pct``, ``pipeline/dp_wait_pct`` (``FrameMetrics.bubble_share`` and
-  ``comm_wait_share`` in percent);
+- ``pipeline/bubble_pct``, ``pipeline/dp_wait_pct``, ``pipeline/data_wait_pct``
+  (``FrameMetrics.bubble_share``, ``comm_wait_share`` and ``data_wait_share`` in percent);
 - ``memory/peak_bytes/rank_<r>``: each global rank's peak memory (``FrameMetrics.rank_peak_memory_bytes``);
 - ``user/<name>``: the model factory's own metrics (``ModelSpec.frame_metrics``).
 
@@ -40,6 +40,7 @@ def frame_scalars(metrics: FrameMetrics, *, lr: float, user: Mapping[str, float]
         "time/frame_s": metrics.frame_s,
         "pipeline/bubble_pct": 100.0 * metrics.bubble_share,
         "pipeline/dp_wait_pct": 100.0 * metrics.comm_wait_share,
+        "pipeline/data_wait_pct": 100.0 * metrics.data_wait_share,
     }
     for rank, peak in enumerate(metrics.rank_peak_memory_bytes):
         scalars[f"memory/peak_bytes/rank_{rank}"] = float(peak)
