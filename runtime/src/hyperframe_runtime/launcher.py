@@ -71,11 +71,12 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
             "n_layers": entry.builtin.layers,
         }
     elif entry.module is not None:
-        model = {"model": entry.module.name}
+        model = {"model": entry.module.name, "model_args": dict(entry.module.args)}
     else:
         raise JobEnvError("config.invalid", "entrypoint: neither builtin nor module is set; set one of them")
     frames = job.frames
     checkpoint = frames.checkpoint
+    recipe = job.training
     try:
         return TrainConfig.from_dict(
             {
@@ -94,6 +95,18 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
                 "checkpoint_dir": checkpoint.path if checkpoint else "",
                 "checkpoint_every": checkpoint.every_frames if checkpoint else 0,
                 "device": "cuda" if job.gpus_per_node > 0 else "cpu",
+                "seed": recipe.seed,
+                "optimizer": recipe.optimizer,
+                "lr": recipe.lr,
+                "betas": list(recipe.betas),
+                "momentum": recipe.momentum,
+                "weight_decay": recipe.weight_decay,
+                "lr_schedule": recipe.schedule,
+                "warmup_frames": recipe.warmup_frames,
+                "min_lr": recipe.min_lr,
+                "grad_clip_norm": recipe.grad_clip_norm,
+                "activation_checkpointing": recipe.activation_checkpointing,
+                "precision": recipe.precision,
                 "backend": job.backend,
             }
         )

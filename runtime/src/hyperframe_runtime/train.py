@@ -5,7 +5,9 @@
 
 torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. The config file is a
 :class:`~hyperframe_runtime.config.TrainConfig` JSON object. Exit status: 0 when every frame ran,
-2 for a configuration error (message names the field), 1 for anything else.
+2 for a configuration error (message names the field): a bad config, or a user model that does
+not import, has no such factory or a factory of the wrong signature (``models.load_model_spec``,
+run before the process group starts); 1 for anything else.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline.frame_loop import train
 
 __all__ = ["main"]
@@ -69,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rank, world_size, local_rank = _env_int("RANK"), _env_int("WORLD_SIZE"), _env_int("LOCAL_RANK")
         config.check_world_size(world_size)
         device = _device(config, local_rank)
+        spec: ModelSpec = load_model_spec(config)
     except (OSError, ValueError) as exc:
         print(f"hyperframe-train: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -80,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         device_id=device if device.type == "cuda" else None,
     )
     try:
-        result = train(config, device=device)
+        result = train(config, spec=spec, device=device)
         if rank == 0 and result.metrics:
             last = result.metrics[-1]
             log.info("done: %d frames, final loss %.4f", last.frame, last.loss)

@@ -73,6 +73,11 @@ FORMATS: Final[dict[str, Format]] = {
         "a dotted Python module path, optionally with :function",
         "my_project.train:main",
     ),
+    "python-factory": Format(
+        r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$",
+        "module:function (a dotted module path, a colon and the model factory's name)",
+        "my_project.model:build_model",
+    ),
     "absolute-path": Format(r"^/.*$", "an absolute path", "/checkpoints"),
     "date-time": Format(
         r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$",

@@ -220,6 +220,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
             checkpoint=f.checkpoint,
         ),
         entrypoint=ResolvedEntrypoint(builtin=builtin, module=spec.entrypoint.module),
+        training=spec.training,
         rendezvous=Rendezvous(
             master_addr=master_addr(job.metadata.name, namespace),
             master_port=rt.pod.master_port,

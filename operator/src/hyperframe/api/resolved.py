@@ -19,6 +19,7 @@ from hyperframe.api.codec import dump, parse
 from hyperframe.api.fields import spec_field
 from hyperframe.api.job import Checkpoint, LayerSplit, Parallelism, SchedulePolicy, UserModule
 from hyperframe.api.runtime import DeviceCheck, RuntimeImages, RuntimeVersions
+from hyperframe.api.training import Training
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -126,6 +127,7 @@ class ResolvedJobConfig:
     parallelism: Parallelism = spec_field("pipeline x data = worldSize.")
     frames: ResolvedFrames = spec_field("Frames and schedule.")
     entrypoint: ResolvedEntrypoint = spec_field("What to train.")
+    training: Training = spec_field("The training recipe (spec.training).", default_factory=Training)
     rendezvous: Rendezvous = spec_field("Where ranks meet.")
     smoke: ResolvedSmoke = spec_field("Smoke-gate policy.")
     images: RuntimeImages = spec_field("Images of the runtime.")
