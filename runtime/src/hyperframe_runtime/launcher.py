@@ -151,7 +151,9 @@ def _run_torchrun(args: list[str]) -> LaunchResult:
         torchrun_main(args)
     except ChildFailedError as exc:
         failures = sorted(exc.failures.items())  # keyed by global rank
-        first = failures[0][1]
+        # The cause is a rank that exited on its own (code > 0): torchrun stops the others with
+        # SIGTERM (code < 0), so a config error (exit 2) on rank 1 must not read as rank 0's signal.
+        first = next((f for _, f in failures if f.exitcode > 0), failures[0][1])
         lines = [
             f"rank {rank} (local {f.local_rank}) exited with code {f.exitcode}: {f.message}"
             for rank, f in failures[:8]
