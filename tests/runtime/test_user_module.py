@@ -61,17 +61,22 @@ def test_job_args_reach_the_factory() -> None:
     assert config.model == "args_model:sized" and config.model_args == ARGS
     sys.path.insert(0, str(USER_MODELS))
     try:
+        from args_model import ArgsSpec
+
         spec = load_model_spec(TrainConfig.from_json(config.to_json()))  # as hyperframe-train reads it
     finally:
         sys.path.remove(str(USER_MODELS))
-    assert getattr(spec, "args") == ARGS
+    assert isinstance(spec, ArgsSpec) and spec.args == ARGS
     assert spec.num_layers == 2 and spec.build_stage(0, 1).blocks["0"].qkv.in_features == 16
 
 
 @pytest.mark.parametrize(
     ("model", "expect"),
     [
-        ("no_such_package_xyz.model:build", ["module 'no_such_package_xyz.model' does not import", "install the package"]),
+        (
+            "no_such_package_xyz.model:build",
+            ["module 'no_such_package_xyz.model' does not import", "install the package"],
+        ),
         ("args_model:missing", ["has no callable 'missing' (missing)", "def missing(config) -> ModelSpec"]),
         ("args_model:NOT_CALLABLE", ["has no callable 'NOT_CALLABLE' (not callable)"]),
         ("args_model:two_args", ["cannot be called as two_args(config)", "takes exactly one argument"]),

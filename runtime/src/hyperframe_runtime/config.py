@@ -13,7 +13,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, cast, get_args
+from typing import Any, Final, Literal, get_args
 
 __all__ = [
     "POLICIES",
@@ -334,7 +334,7 @@ class TrainConfig:
             if not ok:
                 raise ValueError(f"{key}: expected {expected.__name__}, got {value!r}")
         values = {k: _as_declared(fields[k], v) for k, v in raw.items()}
-        return cls(**cast(dict[str, Any], values))
+        return cls(**values)
 
     @classmethod
     def from_json(cls, text: str) -> TrainConfig:

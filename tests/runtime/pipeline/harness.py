@@ -167,7 +167,12 @@ def _worker(rank: int, world: int, port: int, cases: list[dict[str, Any]], out: 
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
     try:
         for case in cases:
-            cases_by_kind = {"grad": _grad_case, "clip": _clip_case, "train": _train_case, "select": _select_case}
+            cases_by_kind = {
+                "grad": _grad_case,
+                "clip": _clip_case,
+                "train": _train_case,
+                "select": _select_case,
+            }
             cases_by_kind[case["kind"]](case, Path(out))
     except BaseException:
         traceback.print_exc()

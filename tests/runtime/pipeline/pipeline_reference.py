@@ -61,11 +61,15 @@ def reference_grads(config: TrainConfig) -> tuple[dict[str, torch.Tensor], float
 def reference_optimizer(config: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     """``config``'s optimizer built with torch directly (not through the runtime's recipe)."""
     if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+        return torch.optim.SGD(
+            params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+        )
     return torch.optim.AdamW(params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
 
 
-def reference_scheduler(config: TrainConfig, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler:
+def reference_scheduler(
+    config: TrainConfig, optimizer: torch.optim.Optimizer
+) -> torch.optim.lr_scheduler.LRScheduler:
     """``config``'s learning-rate schedule from torch's own schedulers: LinearLR warmup from
     ``lr / warmup_frames`` to ``lr``, then CosineAnnealingLR or LinearLR down to ``min_lr`` at the last
     frame (or constant)."""

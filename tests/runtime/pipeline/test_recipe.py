@@ -20,7 +20,13 @@ import torch
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.pipeline.frame_loop import FrameLoop
 from hyperframe_runtime.pipeline.recipe import LrSchedule, build_optimizer
-from pipeline_reference import reference_grads, reference_losses, reference_optimizer, reference_scheduler, run_harness
+from pipeline_reference import (
+    reference_grads,
+    reference_losses,
+    reference_optimizer,
+    reference_scheduler,
+    run_harness,
+)
 
 TOLERANCE = 1e-5
 

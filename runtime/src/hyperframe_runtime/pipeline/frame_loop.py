@@ -66,7 +66,13 @@ from hyperframe_runtime.pipeline.partitioning import (
     two_look_profile,
 )
 from hyperframe_runtime.pipeline.planning import FramePlan, initial_plan
-from hyperframe_runtime.pipeline.recipe import LrSchedule, LrScheduler, clip_grad_norm, rng_state, set_rng_state
+from hyperframe_runtime.pipeline.recipe import (
+    LrSchedule,
+    LrScheduler,
+    clip_grad_norm,
+    rng_state,
+    set_rng_state,
+)
 from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
 from hyperframe_runtime.pipeline.stages import StageContext, StageSet
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
