@@ -160,7 +160,7 @@ class BuiltinModel:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserModule:
-    """The user's own training module, importable in the framework image (or a mounted volume)."""
+    """The user's model factory, importable in the framework image (or a mounted volume on PYTHONPATH)."""
 
     name: str = spec_field(
         "The model factory as module:function, called as function(config) -> ModelSpec.",
