@@ -52,11 +52,14 @@ def _momentum_problem(t: Training) -> str | None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Training:
-    """The training recipe; every field has a default, so the whole section is optional."""
+    """The training recipe; every field has a default, so the whole section is optional.
+
+    The rules guard with ``has()``: the API server checks them against the schema default ``{}``
+    too, before nested defaults apply (on a stored job every field is set)."""
 
     __rules__: ClassVar[tuple[Rule, ...]] = (
         Rule(
-            cel="self.lr > 0.0",
+            cel="!has(self.lr) || self.lr > 0.0",
             message="lr must be greater than 0",
             message_format=_LR,
             message_args=("string(self.lr)",),
@@ -65,7 +68,7 @@ class Training:
             check=_lr_problem,
         ),
         Rule(
-            cel="self.minLr <= self.lr",
+            cel="!has(self.minLr) || !has(self.lr) || self.minLr <= self.lr",
             message="minLr is above lr",
             message_format=_MIN_LR,
             message_args=("string(self.minLr)", "string(self.lr)"),
@@ -74,14 +77,14 @@ class Training:
             check=_min_lr_problem,
         ),
         Rule(
-            cel="self.betas.all(b, b >= 0.0 && b < 1.0)",
+            cel="!has(self.betas) || self.betas.all(b, b >= 0.0 && b < 1.0)",
             message=_BETAS,
             fix="use e.g. [0.9, 0.95]",
             field_path=".betas",
             check=_betas_problem,
         ),
         Rule(
-            cel="self.momentum < 1.0",
+            cel="!has(self.momentum) || self.momentum < 1.0",
             message="momentum must be below 1",
             message_format=_MOMENTUM,
             message_args=("string(self.momentum)",),
