@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, cast, get_args
+from typing import Any, Final, Literal, get_args
 
 __all__ = [
     "POLICIES",
@@ -28,6 +28,9 @@ POLICIES: Final[tuple[str, ...]] = get_args(Policy)
 Device = Literal["cpu", "cuda"]
 Backend = Literal["", "gloo", "nccl"]
 LayerSplit = Literal["auto", "even", "measured"]
+Optimizer = Literal["adamw", "sgd"]
+LrSchedule = Literal["constant", "cosine", "linear"]
+Precision = Literal["auto", "fp32", "bf16"]
 
 # Policies whose orders need exactly this many stages per rank.
 _FIXED_STAGES_PER_RANK: Final[dict[str, int]] = {"gpipe": 1, "1f1b": 1, "interleaved1f1b": 2, "zbv": 2}
@@ -48,6 +51,9 @@ class TrainConfig:
     model: str = "gpt"
     """``"gpt"`` for the built-in GPT on synthetic tokens, or ``"package.module:function"`` naming a
     user factory ``function(config) -> hyperframe_runtime.models.ModelSpec`` (see docs/runtime.md)."""
+    model_args: dict[str, Any] = field(default_factory=dict)
+    """Free-form JSON object for a user factory (``entrypoint.module.args`` of the job): the factory
+    reads it as ``config.model_args``. Ignored by the built-in GPT."""
     vocab_size: int = 256
     """Token vocabulary of the built-in GPT and of its synthetic data."""
     seq_len: int = 32
@@ -132,13 +138,40 @@ class TrainConfig:
     """Directory for the Chrome/Perfetto trace, per-frame metrics (``metrics.jsonl``), TensorBoard
     event files (``tensorboard/``) and plan/actual Gantt SVGs, all appended every frame; "" = none."""
 
-    # ---- optimisation and runtime -----------------------------------------------------------------
+    # ---- optimisation and runtime (the recipe: pipeline.recipe) -----------------------------------
     seed: int = 0
-    """Seed for weights and synthetic data; every rank derives the same model and batches."""
+    """Seed for weights, synthetic data and the global torch RNG; every rank derives the same model
+    and batches."""
+    optimizer: Optimizer = "adamw"
+    """``adamw`` (``torch.optim.AdamW`` with ``betas`` and decoupled ``weight_decay``) or ``sgd``
+    (``torch.optim.SGD`` with ``momentum`` and ``weight_decay``)."""
     lr: float = 1e-3
-    """AdamW learning rate."""
+    """Peak learning rate: the rate after warmup (and throughout with the ``constant`` schedule)."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW's moment decay rates, each in [0, 1)."""
+    momentum: float = 0.0
+    """SGD momentum, in [0, 1)."""
+    weight_decay: float = 0.01
+    """Weight decay (AdamW: decoupled), >= 0."""
+    lr_schedule: LrSchedule = "constant"
+    """After warmup: ``constant`` (``lr``), or ``cosine`` / ``linear`` decay from ``lr`` to
+    ``min_lr`` at the last frame (``frames``)."""
+    warmup_frames: int = 0
+    """Frames of linear warmup: frame ``i`` (0-based) of the warmup steps with ``lr * (i + 1) /
+    warmup_frames``. At most ``frames``."""
+    min_lr: float = 0.0
+    """Learning rate the decay ends at; at most ``lr``."""
+    grad_clip_norm: float = 0.0
+    """Clip the gradients to this global L2 norm (over every parameter of every pipeline stage, after
+    the data-parallel average) before each step; 0 = no clipping."""
+    activation_checkpointing: bool = False
+    """Recompute each transformer block's activations in the backward instead of keeping them
+    (``torch.utils.checkpoint``; the built-in GPT). Less activation memory, about one more forward."""
+    precision: Precision = "auto"
+    """``fp32``, or ``bf16`` autocast (cuda only; LayerNorm and loss stay fp32); ``auto`` = bf16 on
+    cuda, fp32 on cpu."""
     device: Device = "cpu"
-    """``cpu`` (fp32) or ``cuda`` (bf16 autocast, LayerNorm and loss in fp32)."""
+    """``cpu`` or ``cuda``."""
     backend: Backend = ""
     """torch.distributed backend; "" = ``nccl`` on cuda, ``gloo`` on cpu."""
 
@@ -168,8 +201,7 @@ class TrainConfig:
                 f"d_model: {self.d_model} is not a multiple of n_heads ({self.n_heads}); "
                 "pick d_model divisible by n_heads"
             )
-        if not self.lr > 0:
-            raise ValueError(f"lr: {self.lr} must be > 0")
+        self._check_recipe()
         if self.memory_limit and self.memory_limit_bytes:
             raise ValueError(
                 "memory_limit_bytes: set together with memory_limit; keep one (memory_limit_bytes "
@@ -206,7 +238,44 @@ class TrainConfig:
                 "looped placement has no partitioner: use layer_split 'even' or another policy"
             )
 
+    def _check_recipe(self) -> None:
+        """The optimizer, schedule, clipping and precision fields (``pipeline.recipe`` runs them)."""
+        if self.optimizer not in get_args(Optimizer):
+            raise ValueError(f"optimizer: {self.optimizer!r} must be 'adamw' or 'sgd'")
+        if self.lr_schedule not in get_args(LrSchedule):
+            raise ValueError(f"lr_schedule: {self.lr_schedule!r} must be 'constant', 'cosine' or 'linear'")
+        if self.precision not in get_args(Precision):
+            raise ValueError(f"precision: {self.precision!r} must be 'auto', 'fp32' or 'bf16'")
+        if not self.lr > 0:
+            raise ValueError(f"lr: {self.lr} must be > 0; set a positive learning rate, e.g. 3e-4")
+        if not 0 <= self.min_lr <= self.lr:
+            raise ValueError(f"min_lr: {self.min_lr} must be in [0, lr ({self.lr})]; lower it or raise lr")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas: {list(self.betas)} must be two numbers in [0, 1), e.g. [0.9, 0.95]")
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"momentum: {self.momentum} must be in [0, 1)")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay: {self.weight_decay} must be >= 0")
+        if self.grad_clip_norm < 0:
+            raise ValueError(f"grad_clip_norm: {self.grad_clip_norm} must be >= 0 (0 = no clipping)")
+        if self.warmup_frames < 0 or self.warmup_frames > self.frames:
+            raise ValueError(
+                f"warmup_frames: {self.warmup_frames} must be in [0, frames ({self.frames})]; "
+                "shorten the warmup or train more frames"
+            )
+        if self.precision == "bf16" and self.device == "cpu":
+            raise ValueError(
+                "precision: 'bf16' autocast runs on cuda only; use 'fp32' (or 'auto') with device 'cpu'"
+            )
+        if not isinstance(self.model_args, dict):
+            raise ValueError(f"model_args: expected a JSON object, got {type(self.model_args).__name__}")
+
     # ---- derived ------------------------------------------------------------------------------------
+    @property
+    def bf16_autocast(self) -> bool:
+        """Whether the stages run under bf16 autocast (``precision``, resolved for ``device``)."""
+        return self.precision == "bf16" or (self.precision == "auto" and self.device == "cuda")
+
     def measures_layer_split(self, has_layer_hook: bool) -> bool:
         """Whether the layers are re-split by measured costs (see ``layer_split``), for a model
         that has (``has_layer_hook``) or lacks the per-layer hook."""
@@ -271,15 +340,22 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"{unknown[0]}: unknown training-config key; known keys: {', '.join(fields)}")
         for key, value in raw.items():
-            default = fields[key].default
+            f = fields[key]
+            default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
             expected: type = type(default)
+            if expected is tuple:  # JSON has no tuples: a list of numbers
+                if not isinstance(value, list | tuple) or not all(
+                    isinstance(v, int | float) and not isinstance(v, bool) for v in value
+                ):
+                    raise ValueError(f"{key}: expected a list of numbers, got {value!r}")
+                continue
             ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
             if expected is float and isinstance(value, int) and not isinstance(value, bool):
                 ok = True
             if not ok:
                 raise ValueError(f"{key}: expected {expected.__name__}, got {value!r}")
-        values = {k: float(v) if type(fields[k].default) is float else v for k, v in raw.items()}
-        return cls(**cast(dict[str, Any], values))
+        values = {k: _as_declared(fields[k], v) for k, v in raw.items()}
+        return cls(**values)
 
     @classmethod
     def from_json(cls, text: str) -> TrainConfig:
@@ -294,6 +370,15 @@ class TrainConfig:
     def load(cls, path: str | Path) -> TrainConfig:
         """Read a JSON file (see ``from_dict``)."""
         return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+
+def _as_declared(f: dataclasses.Field[Any], value: Any) -> Any:
+    """``value`` (type-checked) as the field's type: ints of float fields, lists of tuple fields."""
+    if type(f.default) is float:
+        return float(value)
+    if isinstance(f.default, tuple):
+        return tuple(float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value)
+    return value
 
 
 def _check_positive(config: TrainConfig, *names: str) -> None:

@@ -87,7 +87,7 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
             "n_layers": entry.builtin.layers,
         }
     elif entry.module is not None:
-        model = {"model": entry.module.name}
+        model = {"model": entry.module.name, "model_args": dict(entry.module.args)}
     else:
         raise JobEnvError("config.invalid", "entrypoint: neither builtin nor module is set; set one of them")
     frames = job.frames
@@ -100,6 +100,7 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
             "data_workers": job.data.num_workers,
             "data_prefetch": job.data.prefetch_factor,
         }
+    recipe = job.training
     try:
         return TrainConfig.from_dict(
             {
@@ -120,6 +121,18 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
                 "checkpoint_every": checkpoint.every_frames if checkpoint else 0,
                 "trace_dir": frames.metrics_dir,
                 "device": "cuda" if job.gpus_per_node > 0 else "cpu",
+                "seed": recipe.seed,
+                "optimizer": recipe.optimizer,
+                "lr": recipe.lr,
+                "betas": list(recipe.betas),
+                "momentum": recipe.momentum,
+                "weight_decay": recipe.weight_decay,
+                "lr_schedule": recipe.schedule,
+                "warmup_frames": recipe.warmup_frames,
+                "min_lr": recipe.min_lr,
+                "grad_clip_norm": recipe.grad_clip_norm,
+                "activation_checkpointing": recipe.activation_checkpointing,
+                "precision": recipe.precision,
                 "backend": job.backend,
             }
         )
@@ -164,7 +177,9 @@ def _run_torchrun(args: list[str]) -> LaunchResult:
         torchrun_main(args)
     except ChildFailedError as exc:
         failures = sorted(exc.failures.items())  # keyed by global rank
-        first = failures[0][1]
+        # The cause is a rank that exited on its own (code > 0): torchrun stops the others with
+        # SIGTERM (code < 0), so a config error (exit 2) on rank 1 must not read as rank 0's signal.
+        first = next((f for _, f in failures if f.exitcode > 0), failures[0][1])
         lines = [
             f"rank {rank} (local {f.local_rank}) exited with code {f.exitcode}: {f.message}"
             for rank, f in failures[:8]

@@ -5,7 +5,9 @@
 
 torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. The config file is a
 :class:`~hyperframe_runtime.config.TrainConfig` JSON object. Exit status: 0 when every frame ran,
-2 for a configuration error (message names the field), 1 for anything else.
+2 for a configuration error (message names the field): a bad config, or a user model that does
+not import, has no such factory or a factory of the wrong signature (``models.load_model_spec``,
+run before the process group starts); 1 for anything else.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch.distributed as dist
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.data.errors import DataError
 from hyperframe_runtime.data.loader import check_data_source
+from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline.frame_loop import train
 
 __all__ = ["main"]
@@ -72,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.check_world_size(world_size)
         check_data_source(config)
         device = _device(config, local_rank)
+        spec: ModelSpec = load_model_spec(config)
     except (OSError, ValueError) as exc:
         print(f"hyperframe-train: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -83,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         device_id=device if device.type == "cuda" else None,
     )
     try:
-        result = train(config, device=device)
+        result = train(config, spec=spec, device=device)
         if rank == 0 and result.metrics:
             last = result.metrics[-1]
             log.info("done: %d frames, final loss %.4f", last.frame, last.loss)

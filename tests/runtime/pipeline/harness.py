@@ -12,6 +12,9 @@ importing torch dominates on a small CI machine) and runs each case on them:
   earlier case's snapshot directory into this case's checkpoint dir (a resume). The digest is
   that of the plan the frame ran (the hyperframe policy may switch schedules between frames);
   ``data_positions`` are the data loader's positions after each frame (-1: the model's data).
+- ``clip``: one frame of the given TrainConfig without the optimizer step, then the recipe's
+  global-norm clipping (``pipeline.recipe.clip_grad_norm``) to ``max_norm``; rank 0 saves
+  ``OUT_DIR/<name>.pt`` ({"norm": the norm every rank computed, "grads": the clipped grads}).
 - ``select``: ``FrameLoop`` over the config's frames with ``"forced"`` plans (candidate name ->
   ``"serial"``: every micro-batch through the whole pipeline before the next starts); rank 0
   saves the schedule of each frame, the selector's events and the losses, and per frame the
@@ -40,6 +43,7 @@ import torch.multiprocessing as mp
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.pipeline.frame_loop import FrameLoop
 from hyperframe_runtime.pipeline.planning import FramePlan, orders_digest, plan_from_costs
+from hyperframe_runtime.pipeline.recipe import clip_grad_norm
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import Action, OpKind, Placement
 
@@ -67,6 +71,27 @@ def _grad_case(case: dict[str, Any], out: Path) -> None:
             },
             out / f"{case['name']}.pt",
         )
+    loop.close()
+
+
+def _clip_case(case: dict[str, Any], out: Path) -> None:
+    loop = FrameLoop(TrainConfig.from_dict(case["config"]))
+    loop.run_frame(step=False)
+    params = [p for module in loop.modules.values() for p in module.parameters()]
+    norm = clip_grad_norm(params, case["max_norm"], loop.groups.pp_group, loop.device)
+    grads = {
+        name: p.grad.detach().clone()
+        for module in loop.modules.values()
+        for name, p in module.named_parameters()
+        if p.grad is not None
+    }
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, (norm, grads))
+    if dist.get_rank() == 0:
+        merged: dict[str, torch.Tensor] = {}
+        for _, part in gathered:
+            merged.update(part)
+        torch.save({"norms": [n for n, _ in gathered], "grads": merged}, out / f"{case['name']}.pt")
     loop.close()
 
 
@@ -146,7 +171,13 @@ def _worker(rank: int, world: int, port: int, cases: list[dict[str, Any]], out: 
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=300))
     try:
         for case in cases:
-            {"grad": _grad_case, "train": _train_case, "select": _select_case}[case["kind"]](case, Path(out))
+            cases_by_kind = {
+                "grad": _grad_case,
+                "clip": _clip_case,
+                "train": _train_case,
+                "select": _select_case,
+            }
+            cases_by_kind[case["kind"]](case, Path(out))
     except BaseException:
         traceback.print_exc()
         sys.stderr.flush()

@@ -2,7 +2,7 @@
 
 The reference runs the same stages in one process, in order, without any pipelining: the
 gradient of one frame is the mean-loss gradient over every micro-batch of every replica, and
-training is plain AdamW on that. The built-in GPT is seeded per layer, so the unsplit model is the
+training is the config's optimizer, schedule and clipping on that, built from torch directly. The built-in GPT is seeded per layer, so the unsplit model is the
 same whatever the pipeline split.
 """
 
@@ -58,11 +58,46 @@ def reference_grads(config: TrainConfig) -> tuple[dict[str, torch.Tensor], float
     return grads, total
 
 
+def reference_optimizer(config: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """``config``'s optimizer built with torch directly (not through the runtime's recipe)."""
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(
+            params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+        )
+    return torch.optim.AdamW(params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
+
+
+def reference_scheduler(
+    config: TrainConfig, optimizer: torch.optim.Optimizer
+) -> torch.optim.lr_scheduler.LRScheduler:
+    """``config``'s learning-rate schedule from torch's own schedulers: LinearLR warmup from
+    ``lr / warmup_frames`` to ``lr``, then CosineAnnealingLR or LinearLR down to ``min_lr`` at the last
+    frame (or constant)."""
+    sched = torch.optim.lr_scheduler
+    w, decay = config.warmup_frames, config.frames - 1 - config.warmup_frames
+    if config.lr_schedule == "cosine" and decay > 0:
+        after: sched.LRScheduler = sched.CosineAnnealingLR(optimizer, T_max=decay, eta_min=config.min_lr)
+    elif config.lr_schedule == "linear" and decay > 0:
+        after = sched.LinearLR(optimizer, 1.0, config.min_lr / config.lr, total_iters=decay)
+    else:
+        after = sched.ConstantLR(optimizer, factor=1.0, total_iters=0)
+    if w == 0:
+        return after
+    warm: sched.LRScheduler = (
+        sched.LinearLR(optimizer, start_factor=1 / w, end_factor=1.0, total_iters=w - 1)
+        if w > 1
+        else sched.ConstantLR(optimizer, factor=1.0, total_iters=0)
+    )
+    return sched.SequentialLR(optimizer, [warm, after], milestones=[w])
+
+
 def reference_losses(config: TrainConfig) -> list[float]:
-    """Per-frame mean losses of ``config.frames`` frames of unpipelined AdamW training."""
+    """Per-frame mean losses of ``config.frames`` frames of unpipelined training with ``config``'s
+    optimizer, schedule and global-norm clipping (torch's ``clip_grad_norm_``)."""
     spec = gpt_model_spec(config)
     (model,) = _stages(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr)
+    optimizer = reference_optimizer(config, list(model.parameters()))
+    scheduler = reference_scheduler(config, optimizer)
     m, dp = config.microbatches_per_frame, config.data
     losses = []
     for frame in range(config.frames):
@@ -74,6 +109,9 @@ def reference_losses(config: TrainConfig) -> list[float]:
                 loss = spec.loss_fn(model(x), y) / (m * dp)
                 loss.backward()
                 total += float(loss.detach())
+        if config.grad_clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip_norm)
         optimizer.step()
+        scheduler.step()
         losses.append(total)
     return losses

@@ -55,7 +55,12 @@ def test_schema_is_structural(crd: dict[str, Any]) -> None:
 def test_preserve_unknown_fields_only_where_justified() -> None:
     schema = job_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     free = sorted(p for p, node in _walk(schema) if node.get("x-kubernetes-preserve-unknown-fields"))
-    assert free == [".spec.env[].valueFrom", ".spec.runtimeOverrides.env[].valueFrom", ".spec.volumes[]"]
+    assert free == [
+        ".spec.entrypoint.module.args",  # the user factory's own arguments (config.model_args)
+        ".spec.env[].valueFrom",
+        ".spec.runtimeOverrides.env[].valueFrom",
+        ".spec.volumes[]",
+    ]
     rt = runtime_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert sorted(p for p, node in _walk(rt) if node.get("x-kubernetes-preserve-unknown-fields")) == [
         ".spec.pod.env[].valueFrom"

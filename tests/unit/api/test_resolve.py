@@ -185,7 +185,7 @@ def test_rendered_name_lengths_are_checked_for_the_generation() -> None:
     job["metadata"]["name"] = "a" * 48
     job["spec"]["nodes"] = 1000
     job["spec"]["parallelism"] = {"pipeline": 16, "data": 500}
-    job["spec"]["entrypoint"] = {"module": {"name": "m"}}
+    job["spec"]["entrypoint"] = {"module": {"name": "m:build"}}
     with pytest.raises(SpecError) as info:
         # 48 characters leave room for any rank and generations below 10**8.
         resolve(parse_job(job), parse_runtime(MINIMAL_RUNTIME), generation=10**9)

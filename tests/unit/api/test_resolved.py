@@ -57,10 +57,8 @@ def test_contents_of_the_cpu_demo() -> None:
 def test_user_module_entrypoint() -> None:
     ep = config("gpu-rdma.yaml").entrypoint
     assert ep.builtin is None and ep.module is not None
-    assert ep.module.name == "my_project.train:build_model" and ep.module.args[:2] == (
-        "--data",
-        "/data/tokens",
-    )
+    assert ep.module.name == "my_project.train:build_model"
+    assert ep.module.args == {"data": "/data/tokens", "vocab": 50304}
 
 
 def test_from_json_names_the_bad_field() -> None:

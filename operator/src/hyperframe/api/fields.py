@@ -75,8 +75,8 @@ FORMATS: Final[dict[str, Format]] = {
     ),
     "python-function": Format(
         r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$",
-        "a dotted Python module path with :function",
-        "my_project.data:dataset",
+        "module:function (a dotted module path, a colon and the function's name)",
+        "my_project.model:build_model",
     ),
     "absolute-path": Format(r"^/.*$", "an absolute path", "/checkpoints"),
     "date-time": Format(

@@ -23,6 +23,7 @@ from hyperframe.api.job_rules import (
     procs_per_node,
 )
 from hyperframe.api.kube import EnvVar, Toleration, VolumeMount
+from hyperframe.api.training import TRAINING_JOB_RULES, Training
 
 __all__ = [
     "MAX_JOB_NAME_LENGTH",
@@ -44,6 +45,7 @@ __all__ = [
     "RuntimeRef",
     "SchedulePolicy",
     "SmokeOverrides",
+    "Training",
     "UserModule",
     "procs_per_node",
 ]
@@ -176,10 +178,17 @@ class BuiltinModel:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserModule:
-    """The user's own training module, importable in the framework image (or a mounted volume)."""
+    """The user's model factory, importable in the framework image (or a mounted volume on PYTHONPATH)."""
 
-    name: str = spec_field("Module path, optionally :function.", fmt="python-module", max_length=512)
-    args: tuple[str, ...] = spec_field("Arguments passed to it.", default=(), max_items=256, max_length=4096)
+    name: str = spec_field(
+        "The model factory as module:function, called as function(config) -> ModelSpec.",
+        fmt="python-function",
+        max_length=512,
+    )
+    args: Mapping[str, Any] = spec_field(
+        "Free-form arguments of the factory (any JSON object); it reads them as config.model_args.",
+        default_factory=dict,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -312,7 +321,7 @@ class RuntimeOverrides:
 class JobSpec:
     """spec of a HyperFrameJob."""
 
-    __rules__: ClassVar[tuple[Rule, ...]] = JOB_SPEC_RULES
+    __rules__: ClassVar[tuple[Rule, ...]] = (*JOB_SPEC_RULES, *TRAINING_JOB_RULES)
 
     runtime_ref: RuntimeRef = spec_field("The HyperFrameRuntime to use.", immutable=True)
     nodes: int = spec_field("Number of nodes (one pod per node).", minimum=1, maximum=4096, immutable=True)
@@ -335,6 +344,10 @@ class JobSpec:
     data: DataSource | None = spec_field(
         "Training data; absent: the model's own batches (the built-in models: synthetic tokens).",
         default=None,
+    )
+    training: Training = spec_field(
+        "The training recipe: optimizer, learning-rate schedule, clipping, seed, precision.",
+        default_factory=Training,
     )
     resources: NodeResources = spec_field("CPU and memory per node.", default_factory=NodeResources)
     env: tuple[EnvVar, ...] = spec_field(

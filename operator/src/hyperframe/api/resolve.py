@@ -232,6 +232,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         ),
         entrypoint=ResolvedEntrypoint(builtin=builtin, module=spec.entrypoint.module),
         data=spec.data,
+        training=spec.training,
         rendezvous=Rendezvous(
             master_addr=master_addr(job.metadata.name, namespace),
             master_port=rt.pod.master_port,

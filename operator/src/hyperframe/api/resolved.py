@@ -19,6 +19,7 @@ from hyperframe.api.codec import dump, parse
 from hyperframe.api.fields import spec_field
 from hyperframe.api.job import Checkpoint, DataSource, LayerSplit, Parallelism, SchedulePolicy, UserModule
 from hyperframe.api.runtime import DeviceCheck, RuntimeImages, RuntimeVersions
+from hyperframe.api.training import Training
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -131,6 +132,7 @@ class ResolvedJobConfig:
     frames: ResolvedFrames = spec_field("Frames and schedule.")
     entrypoint: ResolvedEntrypoint = spec_field("What to train.")
     data: DataSource | None = spec_field("Training data; absent: the model's own batches.", default=None)
+    training: Training = spec_field("The training recipe (spec.training).", default_factory=Training)
     rendezvous: Rendezvous = spec_field("Where ranks meet.")
     smoke: ResolvedSmoke = spec_field("Smoke-gate policy.")
     images: RuntimeImages = spec_field("Images of the runtime.")

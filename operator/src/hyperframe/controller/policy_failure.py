@@ -2,7 +2,9 @@
 
 Any failure restarts the whole gang (NCCL groups cannot re-join one pod at a time). A failure is
 permanent when retrying cannot help: the user's command is missing or not executable, the
-command line is wrong, or the smoke gate reports a configuration error. Everything else (signals,
+command line is wrong, the launcher or trainer exits 2 (a configuration error: a job the trainer
+cannot run, a user model module that does not import, lacks its factory or has one of the wrong
+signature), or the smoke gate reports a configuration error. Everything else (signals,
 OOM, evictions, NotReady nodes, exit 1 from a crashed step) is retried up to backoffLimit.
 """
 
@@ -31,7 +33,7 @@ PREEMPTED = "Preempted"
 counted against backoffLimit."""
 
 PERMANENT_EXIT_CODES: Mapping[int, str] = {
-    2: "command-line usage error",
+    2: "configuration error (a bad job config, or a user module that does not load)",
     126: "command not executable",
     127: "command not found",
     128: "invalid exit argument",

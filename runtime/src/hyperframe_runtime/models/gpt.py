@@ -8,6 +8,8 @@ model is the same however it is split, and parameter names use global block indi
 (``blocks.5.attn.qkv.weight``): a checkpoint does not depend on the pipeline split.
 
 LayerNorm always runs in fp32, also under bf16 autocast on a GPU; the loss is computed in fp32.
+With ``activation_checkpointing`` every block runs under ``torch.utils.checkpoint`` (non-reentrant):
+its activations are recomputed in the backward instead of being kept.
 
 The synthetic data is learnable: every sequence follows a fixed random successor table
 (``next = table[current]``) from a random first token, so the loss falls from ln(vocab) towards 0
@@ -22,6 +24,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.spec import ModelSpec
@@ -90,6 +93,7 @@ class GPTStage(nn.Module):
         super().__init__()
         self.is_first = stage == 0
         self.is_last = stage == num_stages - 1
+        self.checkpoint_blocks = config.activation_checkpointing
         d = config.d_model
         if self.is_first:
             gen = torch.Generator().manual_seed(derive_seed(config.seed, "embed"))
@@ -114,8 +118,9 @@ class GPTStage(nn.Module):
         if self.is_first:
             positions = torch.arange(x.shape[1], device=x.device)
             x = self.tok_emb(x) + self.pos_emb(positions)
+        recompute = self.checkpoint_blocks and torch.is_grad_enabled()
         for block in self.blocks.values():
-            x = block(x)
+            x = checkpoint(block, x, use_reentrant=False) if recompute else block(x)
         if self.is_last:
             x = self.head(self.ln_f(x))
         return x

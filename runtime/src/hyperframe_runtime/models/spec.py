@@ -3,16 +3,19 @@
 A model is handed to the runtime as a :class:`ModelSpec`: how to build each pipeline stage, the loss
 of one micro-batch, and the data of one frame. The built-in GPT (``models.gpt``) is one such spec; a
 user's own model is another, named in the training config as ``model = "package.module:function"``
-where ``function(config: TrainConfig) -> ModelSpec``. See docs/runtime.md for a worked example.
+where ``function(config: TrainConfig) -> ModelSpec`` reads its own arguments from
+``config.model_args`` (the job's ``entrypoint.module.args``). See docs/runtime.md for a worked example.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import itertools
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import torch
 from torch import nn
@@ -20,7 +23,7 @@ from torch import nn
 if TYPE_CHECKING:
     from hyperframe_runtime.config import TrainConfig
 
-__all__ = ["ModelSpec", "check_split", "load_model_spec"]
+__all__ = ["ModelLoadError", "ModelSpec", "check_split", "load_model_spec"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,8 +98,22 @@ def check_split(boundaries: Sequence[int], num_layers: int) -> None:
         )
 
 
+class ModelLoadError(ValueError):
+    """The model the config names cannot be loaded: a configuration error (``hyperframe-train``
+    exits 2 and the operator does not restart the gang for it). The message names the module, the
+    config field and the fix."""
+
+
+# The field of the job spec and of the training config that name the factory.
+_FIELD: Final = "entrypoint.module.name (training config: model)"
+
+
 def load_model_spec(config: TrainConfig) -> ModelSpec:
-    """The spec ``config.model`` names: the built-in GPT or a user factory ``module:function``."""
+    """The spec ``config.model`` names: the built-in GPT or a user factory ``module:function``,
+    called as ``function(config)`` (its free-form arguments are ``config.model_args``).
+
+    Raises :class:`ModelLoadError` when the module does not import, has no such callable, the
+    callable cannot be called with one argument, or it returns something else than a ModelSpec."""
     if config.model == "gpt":
         from hyperframe_runtime.models.gpt import gpt_model_spec
 
@@ -104,17 +121,35 @@ def load_model_spec(config: TrainConfig) -> ModelSpec:
     module_name, _, attr = config.model.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(
-            f"model: cannot import {module_name!r} ({exc}); install the package or fix the name"
+    except Exception as exc:
+        where = ", ".join(p or "." for p in sys.path[:6])
+        raise ModelLoadError(
+            f"{_FIELD}: module {module_name!r} does not import ({type(exc).__name__}: {exc}; "
+            f"Python looked in {where}); install the package in the framework image, or mount it "
+            "and add its folder to PYTHONPATH in spec.env, or correct the module name"
         ) from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise ValueError(f"model: {module_name!r} has no callable {attr!r}; expected a ModelSpec factory")
+        found = "not callable" if hasattr(module, attr) else "missing"
+        raise ModelLoadError(
+            f"{_FIELD}: {module_name!r} ({getattr(module, '__file__', None) or 'no file'}) has no "
+            f"callable {attr!r} ({found}); define `def {attr}(config) -> ModelSpec` there or name "
+            "the right function after the colon"
+        )
+    try:
+        inspect.signature(factory).bind(config)
+    except TypeError as exc:
+        raise ModelLoadError(
+            f"{_FIELD}: {config.model} cannot be called as {attr}(config) ({exc}); the factory "
+            f"takes exactly one argument, the TrainConfig: `def {attr}(config) -> ModelSpec` "
+            "(its arguments are config.model_args)"
+        ) from None
+    except ValueError:  # no signature (some builtins): let the call tell
+        pass
     spec = factory(config)
     if not isinstance(spec, ModelSpec):
-        raise ValueError(
-            f"model: {config.model}(config) returned {type(spec).__name__}, expected "
-            "hyperframe_runtime.models.ModelSpec"
+        raise ModelLoadError(
+            f"{_FIELD}: {config.model}(config) returned {type(spec).__name__}, expected "
+            "hyperframe_runtime.models.ModelSpec; return a ModelSpec from the factory"
         )
     return spec

@@ -7,6 +7,9 @@ A snapshot after frame ``k`` (``k`` frames done) lives in ``<dir>/frame-<k:06d>/
   that every entry is keyed by parameter name). Names are unique across stages, so the keys of
   different pipeline ranks never collide and a snapshot does not depend on the pipeline split;
   data-parallel replicas hold the same keys and DCP writes them once.
+- ``rank-state/rank-<r>.pt``: rank ``r``'s own state besides the model and optimizer (the
+  learning-rate schedule's position and the RNG state, ``pipeline.recipe``), written before its
+  commit marker; read back by :func:`load_rank_state`.
 - ``committed/rank-<r>``: rank ``r``'s commit marker, written after its shards are on disk.
 - ``meta.json``: written by global rank 0 only after a barrier and after it has seen every rank's
   marker: frames done, global step, world size, the training config and the plan. **A snapshot
@@ -53,6 +56,7 @@ __all__ = [
     "check_shared_volume",
     "complete_snapshots",
     "latest_snapshot",
+    "load_rank_state",
     "load_snapshot",
     "resume_snapshot",
     "save_snapshot",
@@ -63,6 +67,7 @@ log = logging.getLogger(__name__)
 
 META_FILE: Final = "meta.json"
 COMMITTED_DIR: Final = "committed"
+RANK_STATE_DIR: Final = "rank-state"
 VOLUME_CHECK_DIR: Final = ".volume-check"
 _DIR_RE: Final = re.compile(r"^frame-(\d{6,})$")
 _OPTIONS: Final = StateDictOptions(flatten_optimizer_state_dict=True)
@@ -235,6 +240,21 @@ def _clear_incomplete(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _rank_state_file(path: Path, rank: int) -> Path:
+    return path / RANK_STATE_DIR / f"rank-{rank}.pt"
+
+
+def _save_rank_state(path: Path, rank: int, state: Mapping[str, Any]) -> None:
+    target = _rank_state_file(path, rank)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    with tmp.open("wb") as handle:
+        torch.save(dict(state), handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, target)
+
+
 def _rank0_verdict(problem: str | None) -> str | None:
     """Rank 0's ``problem`` on every rank (so that all ranks raise together instead of hanging)."""
     box: list[str | None] = [problem if dist.get_rank() == 0 else None]
@@ -253,12 +273,14 @@ def save_snapshot(
     config: dict[str, Any],
     data: dict[str, Any] | None = None,
     on_phase: Callable[[SavePhase], None] | None = None,
+    rank_state: Mapping[str, Any] | None = None,
 ) -> Path:
     """Save this rank's part of the snapshot (collective: every rank calls it).
 
     ``data`` is the loader position every data-parallel replica resumes from (each replica reads
     its own part of one order, and all consume the same number of samples per frame, so rank 0's
-    position is every replica's). ``on_phase`` is called on this rank after each phase of :data:`SAVE_PHASES` (progress
+    position is every replica's). ``rank_state`` (tensors and plain values) is this rank's own
+    state, saved before its commit marker (:func:`load_rank_state`). ``on_phase`` is called on this rank after each phase of :data:`SAVE_PHASES` (progress
     reporting; the tests kill ranks there)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     path = snapshot_dir(root, frames_done)
@@ -275,6 +297,8 @@ def save_snapshot(
 
     _, state = _state(modules, optimizer)
     dcp_save(state, checkpoint_id=str(path))
+    if rank_state is not None:
+        _save_rank_state(path, rank, rank_state)
     phase("shards-written")
 
     marker = _marker(path, rank)
@@ -405,3 +429,15 @@ def load_snapshot(
     set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"], options=_OPTIONS
     )
+
+
+def load_rank_state(snapshot: Snapshot, rank: int) -> dict[str, Any] | None:
+    """Rank ``rank``'s own state saved with ``snapshot`` (``save_snapshot(rank_state=...)``), or
+    None when it saved none (older snapshots) or had fewer ranks than ``rank + 1``."""
+    if snapshot.world_size and rank >= snapshot.world_size:
+        return None
+    target = _rank_state_file(snapshot.path, rank)
+    if not target.is_file():
+        return None
+    state = torch.load(target, map_location="cpu", weights_only=True)
+    return dict(state)

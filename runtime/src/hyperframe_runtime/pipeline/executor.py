@@ -10,7 +10,7 @@ and run by ``_PipelineScheduleRuntime`` (behind ``torch_adapter``). The executor
 - the data-parallel gradient all-reduce of each stage, started asynchronously at that stage's
   REDUCE_GRAD point (after its last backward of the frame) so that it overlaps with the other
   stages' remaining work, and waited for only at the frame end;
-- bf16 autocast on GPU (the model keeps LayerNorm and the loss in fp32);
+- bf16 autocast (``TrainConfig.precision``; the model keeps LayerNorm and the loss in fp32);
 - the activation bytes of one micro-batch of each stage, measured on the first forward of each
   stage after the stages are built (``pipeline.activation_probe``), for ``costs.activation``.
 """
@@ -259,8 +259,11 @@ class PipelineExecutor:
         dp_size: int,
         device: torch.device,
         orders: Orders,
+        bf16: bool | None = None,
     ) -> None:
+        """``bf16``: run the stages under bf16 autocast; None = on a CUDA device."""
         self.device = device
+        autocast = device.type == "cuda" if bf16 is None else bf16
         self.pp_rank = dist.get_rank(pp_group)
         self._recorder = _Recorder(device)
         self._probe = ActivationProbe(stage_modules, last_stage=num_stages - 1)
@@ -272,7 +275,7 @@ class PipelineExecutor:
         stages = [
             timed_stage(
                 self._recorder.run,
-                _Autocast(module, "cuda") if device.type == "cuda" else module,
+                _Autocast(module, device.type) if autocast else module,
                 stage_index,
                 num_stages,
                 device,

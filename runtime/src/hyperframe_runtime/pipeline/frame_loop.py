@@ -10,7 +10,9 @@ Per frame, on every rank:
    or a user dataset, whose position every snapshot saves: exact resume either way);
 3. the executor runs the frame's order (forward, backward, DP gradient all-reduce from each stage's
    REDUCE_GRAD point, waited for at the end);
-4. AdamW steps;
+4. the recipe (``pipeline.recipe``): the gradients are clipped to the global norm (over every
+   pipeline stage, after the DP average) when ``grad_clip_norm`` is set, the frame's learning rate
+   is set from the schedule, and the optimizer steps;
 5. the ranks all-gather a fixed handful of numbers each (frame time, loss, cost drift, a
    plan-ready flag): enough for the metrics and for every rank to make the same decisions. The
    per-op records are all-gathered only when a frame needs them: to calibrate the cost model and
@@ -21,7 +23,9 @@ Per frame, on every rank:
 7. global rank 0 writes metrics (measured and predicted frame time, re-plan cost), the trace and
    the TensorBoard scalars (``pipeline.trace``, ``pipeline.board``; flushed every frame), calls
    the model's ``frame_metrics`` and reports progress with them (``hyperframe_runtime.progress``);
-8. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan.
+8. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan, the data
+   loader's position, and each rank's schedule position and RNG state (a resume continues all of
+   them exactly).
 
 With a measured layer split (``layer_split = "measured"``, or ``"auto"`` under the hyperframe
 policy: ``TrainConfig.measures_layer_split``) the first ``PARTITION_FRAMES`` frames come before all this: they
@@ -68,6 +72,13 @@ from hyperframe_runtime.pipeline.partitioning import (
     two_look_profile,
 )
 from hyperframe_runtime.pipeline.planning import FramePlan, initial_plan
+from hyperframe_runtime.pipeline.recipe import (
+    LrSchedule,
+    LrScheduler,
+    clip_grad_norm,
+    rng_state,
+    set_rng_state,
+)
 from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
 from hyperframe_runtime.pipeline.stages import StageContext, StageSet
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
@@ -163,9 +174,14 @@ class FrameLoop:
             config, self.spec, self.topology.pp_rank, self.groups, self.device, profile=profile
         )
         self.stages = StageSet.build(self._context, self.plan.placement, self.plan.orders)
+        self.scheduler = LrScheduler(LrSchedule.of(config))
         if snapshot is not None:
             checkpoint.load_snapshot(snapshot, modules=self.stages.modules, optimizer=self.stages.optimizer)
-            self.frames_done = snapshot.frames_done
+            self.frames_done = self.scheduler.step = snapshot.frames_done
+            own = checkpoint.load_rank_state(snapshot, self.topology.rank)
+            if own is not None:
+                self.scheduler.load_state_dict(own["lr_scheduler"], expected_step=self.frames_done)
+                set_rng_state(own["rng"], self.device)
             log.info("resumed from %s: %d frames done", snapshot.path, self.frames_done)
         self.batches: BatchSource = open_batches(
             config,
@@ -245,9 +261,14 @@ class FrameLoop:
         frame_start = time.perf_counter()
         (inputs, targets), data_wait_s = timed(self.batches, frame)
         self.optimizer.zero_grad(set_to_none=True)
-        run = self.executor.run_frame(inputs, targets)
+        run = self.executor.run_frame(inputs, targets)  # gradients DP-averaged when it returns
         if step:
+            if config.grad_clip_norm > 0:
+                params = (p for m in self.modules.values() for p in m.parameters())
+                clip_grad_norm(params, config.grad_clip_norm, self.groups.pp_group, self.device)
+            self.scheduler.apply(self.optimizer)
             self.optimizer.step()
+        self.scheduler.advance()
         run.frame_s = time.perf_counter() - frame_start
         self.frames_done = frame + 1
         mine = RankFrame.from_run(
@@ -431,6 +452,7 @@ class FrameLoop:
                 plan=self._snapshot_plan(),
                 config=config.to_dict(),
                 data=self.batches.state(),
+                rank_state={"lr_scheduler": self.scheduler.state_dict(), "rng": rng_state(self.device)},
             )
             self.result.snapshots.append(str(path))
 

@@ -1,4 +1,4 @@
-"""One rank's stages of one placement (modules, AdamW, executor), and moving them to another.
+"""One rank's stages of one placement (modules, optimizer, executor), and moving them to another.
 
 The hyperframe policy may measure schedules on other placements (one stage per rank for 1F1B,
 a V for ZBV, looped for Interleaved1F1B). Parameters and optimizer state are keyed by parameter
@@ -23,6 +23,7 @@ from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models.spec import ModelSpec
 from hyperframe_runtime.pipeline.executor import PipelineExecutor
 from hyperframe_runtime.pipeline.partitioning import LayerProfile, even_split
+from hyperframe_runtime.pipeline.recipe import build_optimizer
 from hyperframe_runtime.pipeline.topology import ParallelGroups
 from hyperframe_runtime.schedule.ir import Orders, Placement
 
@@ -79,7 +80,7 @@ class StageSet:
         config, device = context.config, context.device
         cuts, built = context.build_stages(placement)
         modules = {s: module.to(device) for s, module in built.items()}
-        optimizer = torch.optim.AdamW([p for m in modules.values() for p in m.parameters()], lr=config.lr)
+        optimizer = build_optimizer(config, (p for m in modules.values() for p in m.parameters()))
         executor = PipelineExecutor(
             stage_modules=modules,
             num_stages=placement.num_stages,
@@ -90,11 +91,12 @@ class StageSet:
             dp_size=config.data,
             device=device,
             orders=orders,
+            bf16=config.bf16_autocast,
         )
         return cls(placement, modules, optimizer, executor, cuts)
 
     def named_state(self) -> dict[str, tuple[torch.Tensor, dict[str, Any]]]:
-        """``{parameter name: (value, AdamW state)}`` of this rank's stages, on the CPU."""
+        """``{parameter name: (value, optimizer state)}`` of this rank's stages, on the CPU."""
         out: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}
         for module in self.modules.values():
             for name, param in module.named_parameters():
