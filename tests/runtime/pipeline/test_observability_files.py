@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 from hyperframe.constants import MAX_PROGRESS_METRICS
+from hyperframe_runtime.config import TrainConfig
+from hyperframe_runtime.pipeline.recipe import LrSchedule
 from hyperframe_runtime.schedule.cli import main as sched_main
 from hyperframe_runtime.schedule.tracefile import complete_frames, read_events
 from metered_model import user_metrics
@@ -66,10 +68,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start(tmp_path: Path, frames: int) -> tuple[subprocess.Popen[bytes], Path]:
+def _start(tmp_path: Path, frames: int, **recipe: Any) -> tuple[subprocess.Popen[bytes], Path]:
     trace_dir = tmp_path / "trace"
     config = tmp_path / "train.json"
-    config.write_text(json.dumps(_config(trace_dir, frames)))
+    config.write_text(json.dumps({**_config(trace_dir, frames), **recipe}))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     env.pop("HYPERFRAME_STATUS_URL", None)
     command = [
@@ -122,7 +124,8 @@ def _state(pid: int) -> str:
 
 def test_tensorboard_scalars_one_value_per_frame(tmp_path: Path) -> None:
     frames = 3
-    proc, trace_dir = _start(tmp_path, frames)
+    recipe = {"lr_schedule": "cosine", "warmup_frames": 1, "min_lr": 0.0002, "grad_clip_norm": 0.5}
+    proc, trace_dir = _start(tmp_path, frames, **recipe)
     proc.wait(timeout=300)
     out = _output(tmp_path)
     assert proc.returncode == 0, out
@@ -130,13 +133,19 @@ def test_tensorboard_scalars_one_value_per_frame(tmp_path: Path) -> None:
     board.Reload()
     tags = set(board.Tags()["scalars"])
     kept = {f"user/m{i:02d}" for i in range(MAX_PROGRESS_METRICS)}
-    assert tags == FIXED_TAGS | kept, sorted(tags ^ (FIXED_TAGS | kept))
+    expected = FIXED_TAGS | kept | {"train/grad_norm"}  # the norm exists because the recipe clips
+    assert tags == expected, sorted(tags ^ expected)
     for tag in tags:
         assert [e.step for e in board.Scalars(tag)] == list(range(1, frames + 1)), tag
     measured = _metrics_lines(trace_dir)
     losses = [e.value for e in board.Scalars("train/loss")]
     assert losses == pytest.approx([m["loss"] for m in measured], rel=1e-6)
-    assert [e.value for e in board.Scalars("train/lr")] == pytest.approx([0.002] * frames)
+    # The learning rate each frame's step used: the recipe's warmup and cosine decay.
+    schedule = LrSchedule.of(TrainConfig.from_dict(_config(trace_dir, frames) | recipe))
+    lrs = [e.value for e in board.Scalars("train/lr")]
+    assert lrs == pytest.approx([schedule.lr_at(step) for step in range(frames)], rel=1e-6)
+    assert lrs[-1] < lrs[0]  # decayed, not the constant lr
+    assert all(e.value > 0 for e in board.Scalars("train/grad_norm"))
     assert [e.value for e in board.Scalars("user/m05")] == [float(f + 5) for f in range(1, frames + 1)]
     assert len(user_metrics(0)) > MAX_PROGRESS_METRICS
     assert "frame_metrics: dropped 'm64'" in out

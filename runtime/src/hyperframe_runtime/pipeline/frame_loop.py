@@ -262,11 +262,13 @@ class FrameLoop:
         (inputs, targets), data_wait_s = timed(self.batches, frame)
         self.optimizer.zero_grad(set_to_none=True)
         run = self.executor.run_frame(inputs, targets)  # gradients DP-averaged when it returns
+        grad_norm: float | None = None
+        lr = self.scheduler.schedule.lr_at(self.scheduler.step)
         if step:
             if config.grad_clip_norm > 0:
                 params = (p for m in self.modules.values() for p in m.parameters())
-                clip_grad_norm(params, config.grad_clip_norm, self.groups.pp_group, self.device)
-            self.scheduler.apply(self.optimizer)
+                grad_norm = clip_grad_norm(params, config.grad_clip_norm, self.groups.pp_group, self.device)
+            lr = self.scheduler.apply(self.optimizer)
             self.optimizer.step()
         self.scheduler.advance()
         run.frame_s = time.perf_counter() - frame_start
@@ -347,7 +349,7 @@ class FrameLoop:
                 self.trace.add_gantt(self.frames_done, self.plan, ranks)
         user = self._user_metrics() if self.is_reporter else {}
         if self.board is not None:
-            self.board.add_frame(metrics, lr=config.lr, user=user)
+            self.board.add_frame(metrics, lr=lr, grad_norm=grad_norm, user=user)
         if self.progress is not None:
             _report(config, metrics, self.result, self.progress, user)
         return metrics
