@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from hyperframe.api.builtin_models import BUILTIN_MODELS
 from hyperframe.api.codec import dump
@@ -31,9 +32,22 @@ from hyperframe.api.resolved import (
 )
 from hyperframe.api.runtime import GangScheduling, RdmaSpec, RuntimeImages, RuntimeSpec
 
-__all__ = ["PodSettings", "Resolution", "resolve", "stages_per_rank"]
+__all__ = [
+    "GRACE_SECONDS",
+    "GRACE_SECONDS_CHECKPOINTING",
+    "PodSettings",
+    "Resolution",
+    "resolve",
+    "stages_per_rank",
+    "termination_grace_period",
+]
 
 DEFAULT_NAMESPACE = "default"
+GRACE_SECONDS: Final = 30
+"""terminationGracePeriodSeconds of a job without checkpoints (the Kubernetes default)."""
+GRACE_SECONDS_CHECKPOINTING: Final = 120
+"""terminationGracePeriodSeconds of a job with ``frames.checkpoint``: time to finish the running
+frame and write its snapshot after SIGTERM."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +81,14 @@ def stages_per_rank(policy: str) -> int:
     """Model stages per rank: 1 for gpipe and 1f1b; 2 for the looped/V-shaped schedules
     (interleaved1f1b, zbv) and for hyperframe, which uses the V-shape placement."""
     return 1 if policy in ("gpipe", "1f1b") else 2
+
+
+def termination_grace_period(spec: JobSpec) -> int:
+    """The pods' terminationGracePeriodSeconds: ``runPolicy.terminationGracePeriodSeconds``, else
+    :data:`GRACE_SECONDS_CHECKPOINTING` with checkpoints and :data:`GRACE_SECONDS` without."""
+    if spec.run_policy.termination_grace_period_seconds is not None:
+        return spec.run_policy.termination_grace_period_seconds
+    return GRACE_SECONDS_CHECKPOINTING if spec.frames.checkpoint is not None else GRACE_SECONDS
 
 
 def _override_errors(spec: JobSpec, runtime_name: str, rt: RuntimeSpec) -> list[FieldError]:
@@ -226,6 +248,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
             timeout_seconds=rt.pod.rendezvous_timeout_seconds,
         ),
         smoke=smoke,
+        termination_grace_period_seconds=termination_grace_period(spec),
         images=rt.images,
         versions=rt.versions,
     )
