@@ -48,6 +48,8 @@ __all__ = ["main"]
 
 ENV_RUN_MARKER: Final = "HYPERFRAME_LOCAL_RUN"
 """Set in every process local mode starts (ranks inherit it): the no-orphan sweep looks for it."""
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

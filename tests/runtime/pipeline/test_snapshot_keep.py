@@ -64,13 +64,15 @@ def test_a_job_folder_is_the_job_id_under_the_checkpoint_dir() -> None:
 
 @pytest.mark.parametrize("bad", ["a/b", "..", "x y"])
 def test_a_job_id_must_be_one_folder_name(bad: str) -> None:
-    with pytest.raises(ValueError, match="job_id: .* must be one folder name"):
+    with pytest.raises(ValueError, match=r"job_id: .* must be one folder name"):
         TrainConfig(job_id=bad)
 
 
 def _saved(**fields: object) -> Snapshot:
     config = TrainConfig(pipeline=2, n_layers=4, **fields).to_dict()  # type: ignore[arg-type]
-    return Snapshot(path=Path("/ckpt/j/frame-000004"), frames_done=4, global_step=4, plan={}, config=config, world_size=2)
+    return Snapshot(
+        path=Path("/ckpt/j/frame-000004"), frames_done=4, global_step=4, plan={}, config=config, world_size=2
+    )
 
 
 def test_a_snapshot_of_the_same_model_and_layout_is_accepted_across_schedules() -> None:
@@ -82,7 +84,9 @@ def test_a_mismatching_snapshot_names_every_difference_and_the_fix() -> None:
     run = TrainConfig(pipeline=1, data=2, n_layers=6, d_model=32).to_dict()
     problem = snapshot_mismatch(_saved(), run, 4)
     assert problem is not None
-    assert problem.startswith("checkpoint_dir: the newest complete snapshot /ckpt/j/frame-000004 was saved by another run: ")
+    assert problem.startswith(
+        "checkpoint_dir: the newest complete snapshot /ckpt/j/frame-000004 was saved by another run: "
+    )
     for part in (
         "world size 2 (this run: 4)",
         "layout pipeline 2 (this run: 1)",

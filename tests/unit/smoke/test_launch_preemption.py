@@ -48,7 +48,10 @@ def test_the_runtime_exit_codes_are_the_shared_constants() -> None:
     assert train.EXIT_CONFIG is TrainExit.CONFIG and train.EXIT_PREEMPTED is TrainExit.PREEMPTED
     assert launcher.EXIT_CONFIG is TrainExit.CONFIG
     # The operator fails a config error at once and retries a preempted gang.
-    assert is_permanent_exit(TrainExit.CONFIG) and PERMANENT_EXIT_CODES[TrainExit.CONFIG] == "configuration error"
+    assert (
+        is_permanent_exit(TrainExit.CONFIG)
+        and PERMANENT_EXIT_CODES[TrainExit.CONFIG] == "configuration error"
+    )
     assert not is_permanent_exit(TrainExit.PREEMPTED) and not is_permanent_exit(TrainExit.FAILED)
     # Not a code a shell or a signal gives (126..128, 128 + N).
     assert TrainExit.PREEMPTED < 126
@@ -78,7 +81,9 @@ def test_the_grace_period_defaults_by_checkpointing_and_is_settable() -> None:
     checkpointing = _with_checkpoint(job)
     config, pods = _rendered(checkpointing, runtime)
     assert {p["spec"]["terminationGracePeriodSeconds"] for p in pods} == {GRACE_SECONDS_CHECKPOINTING}
-    env = JobEnv.from_env(dict(plan(render_job(copy.deepcopy(checkpointing), copy.deepcopy(runtime))).nodes[0].trainer.env))
+    env = JobEnv.from_env(
+        dict(plan(render_job(copy.deepcopy(checkpointing), copy.deepcopy(runtime))).nodes[0].trainer.env)
+    )
     args = launcher.torchrun_args(config, env, "/tmp/t.json")
     assert f"--shutdown-timeout={GRACE_SECONDS_CHECKPOINTING - launcher.GRACE_MARGIN_S}" in args
 
@@ -93,7 +98,11 @@ def test_snapshots_go_to_a_folder_of_the_job_name_and_uid() -> None:
     job = _with_checkpoint(job, keep=5)
     config, _ = _rendered(job, runtime)
     local = launcher.train_config(config)
-    assert (local.job_id, local.checkpoint_keep, local.checkpoint_dir) == (f"{job['metadata']['name']}-local", 5, "/checkpoints")
+    assert (local.job_id, local.checkpoint_keep, local.checkpoint_dir) == (
+        f"{job['metadata']['name']}-local",
+        5,
+        "/checkpoints",
+    )
 
     job["metadata"]["uid"] = "6f1c2a9e-0000-4000-8000-00000000beef"
     cluster = launcher.train_config(_rendered(job, runtime)[0])

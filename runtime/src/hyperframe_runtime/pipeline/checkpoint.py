@@ -282,7 +282,9 @@ def _state(
 ) -> tuple[nn.Module, dict[str, Any]]:
     clash = sorted(_RESERVED_STATE & set(extra or {}))
     if clash:
-        raise ValueError(f"extra: state name(s) {clash} are reserved for the model and optimizer; rename them")
+        raise ValueError(
+            f"extra: state name(s) {clash} are reserved for the model and optimizer; rename them"
+        )
     model = _rank_model(modules)
     model_state, optim_state = get_state_dict(model, optimizer, options=_OPTIONS)
     return model, {"model": model_state, "optim": optim_state, **(extra or {})}
