@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from hyperframe.constants import GROUP, LABEL_JOB
+from hyperframe.constants import GROUP, LABEL_JOB, TrainExit
 from hyperframe_devcluster.faults import finish_pod
 from hyperframe_devcluster.kube import Kubectl
 from hyperframe_devcluster.sim import GPU_RESOURCE
@@ -100,6 +100,32 @@ def test_worker_failure_recreates_the_whole_gang(
     )
     assert all(generation_of(p) == 1 for p in pods(kubectl, namespace, "wfail"))
     assert status(kubectl, namespace, "wfail")["restarts"] == 1
+
+
+def test_trainers_exiting_preempted_recreate_the_gang_without_counting_a_restart(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    # backoffLimit 0: a counted restart would fail the job; a preempted gang comes back.
+    job = gpu_job(
+        "preempt", namespace, nodes=2, backoff_limit=0, run_policy={"terminationGracePeriodSeconds": 90}
+    )
+    kubectl.apply([job])
+    gang = wait_running_gang(operator, kubectl, namespace, "preempt", nodes=2, generation=0)
+    assert {p["spec"]["terminationGracePeriodSeconds"] for p in gang} == {90}
+    # A drain SIGTERMs the pods: every rank stops at the same frame boundary and exits 75.
+    for pod in gang:
+        finish_pod(kubectl, namespace, pod["metadata"]["name"], exit_code=int(TrainExit.PREEMPTED))
+    st = wait(
+        operator,
+        lambda: status(kubectl, namespace, "preempt"),
+        lambda s: s.get("gangGeneration") == 1,
+        what="gang generation 1",
+    )
+    assert st.get("restarts", 0) == 0 and st["phase"] != "Failed", st
+    assert condition(st, "Restarting")["reason"] == "Preempted"
+    assert "not counted against runPolicy.backoffLimit" in condition(st, "Restarting")["message"]
+    wait_running_gang(operator, kubectl, namespace, "preempt", nodes=2, generation=1)
+    assert status(kubectl, namespace, "preempt").get("restarts", 0) == 0
 
 
 def test_deadline_fails_the_job_and_removes_its_pods(

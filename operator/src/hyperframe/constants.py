@@ -42,6 +42,7 @@ __all__ = [
     "TERMINATION_MESSAGE_PATH",
     "VERSION",
     "SmokeExit",
+    "TrainExit",
 ]
 
 GROUP: Final = "hyperframe.dev"
@@ -83,6 +84,26 @@ class SmokeExit(IntEnum):
     """The job or environment is misconfigured: retrying cannot help, the job fails at once."""
     TIMEOUT = 3
     """A step (rendezvous, collective) did not finish in time; the missing ranks are named."""
+
+
+class TrainExit(IntEnum):
+    """Exit codes of the trainer (``hyperframe-train``, one per rank) and of the main container
+    (``hyperframe-launch``), which passes its ranks' code on.
+
+    The operator's failure policy classifies main-container terminations with these.
+    """
+
+    OK = 0
+    """Every frame ran."""
+    FAILED = 1
+    """A crash (an exception in a frame, a lost peer): the gang restarts, counted against backoffLimit."""
+    CONFIG = 2
+    """The job cannot run as configured (a bad field, a snapshot of another model or layout):
+    retrying cannot help, the job fails at once."""
+    PREEMPTED = 75
+    """Stopped by SIGTERM (preemption, node drain, pod deletion) at a frame boundary after the
+    snapshot of that frame (if checkpoints are on): the gang restarts and resumes, not counted
+    against backoffLimit. 75 is ``EX_TEMPFAIL`` of sysexits.h ("try again later")."""
 
 
 TERMINATION_MESSAGE_PATH: Final = "/dev/termination-log"

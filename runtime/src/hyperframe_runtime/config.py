@@ -32,6 +32,8 @@ Optimizer = Literal["adamw", "sgd"]
 LrSchedule = Literal["constant", "cosine", "linear"]
 Precision = Literal["auto", "fp32", "bf16"]
 
+_JOB_ID_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
 # Policies whose orders need exactly this many stages per rank.
 _FIXED_STAGES_PER_RANK: Final[dict[str, int]] = {"gpipe": 1, "1f1b": 1, "interleaved1f1b": 2, "zbv": 2}
 
@@ -130,10 +132,18 @@ class TrainConfig:
 
     # ---- checkpoints and observability ------------------------------------------------------------
     checkpoint_dir: str = ""
-    """Directory for ``torch.distributed.checkpoint`` snapshots; "" = no checkpoints. A run resumes
-    from the newest complete snapshot found there."""
+    """Directory for ``torch.distributed.checkpoint`` snapshots; "" = no checkpoints. The snapshots
+    live in its sub-folder ``job_id`` (or in it directly when ``job_id`` is ""), and a run resumes
+    from the newest complete snapshot found there (``pipeline.checkpoint``)."""
     checkpoint_every: int = 0
     """Save a snapshot every this many frames (and after the last); 0 = only after the last frame."""
+    checkpoint_keep: int = 3
+    """Complete snapshots to keep: after each save the older complete ones are deleted (the newest
+    complete one and incomplete ones never are); 0 keeps them all."""
+    job_id: str = ""
+    """The job these snapshots belong to: the folder under ``checkpoint_dir`` they live in. The
+    launcher sets ``<job name>-<job uid>`` (a re-created job starts afresh), local mode
+    ``<job name>-local``; "" = ``checkpoint_dir`` itself."""
     trace_dir: str = ""
     """Directory for the Chrome/Perfetto trace, per-frame metrics (``metrics.jsonl``), TensorBoard
     event files (``tensorboard/``) and plan/actual Gantt SVGs, all appended every frame; "" = none."""
@@ -186,6 +196,12 @@ class TrainConfig:
             raise ValueError("data_factory: set together with data_shards; keep one of them")
         if self.data_factory and ":" not in self.data_factory:
             raise ValueError(f"data_factory: {self.data_factory!r} must be 'package.module:function'")
+        _check_non_negative(self, "checkpoint_keep")
+        if self.job_id in (".", "..") or not _JOB_ID_CHARS.issuperset(self.job_id):
+            raise ValueError(
+                f"job_id: {self.job_id!r} must be one folder name of letters, digits, '.', '_' and '-' "
+                "(the launcher uses <job name>-<job uid>)"
+            )
         if self.policy not in POLICIES:
             raise ValueError(f"policy: {self.policy!r} is not one of {', '.join(POLICIES)}")
         if self.device not in get_args(Device):

@@ -4,9 +4,13 @@ It reads the resolved job config and the env (the same checks as the gate), maps
 the trainer's :class:`~hyperframe_runtime.config.TrainConfig`, and runs this node's ranks through
 torchrun (``torch.distributed.run``) with the job's static rendezvous: MASTER_ADDR/MASTER_PORT,
 nnodes, node_rank and nproc_per_node. torchrun forwards SIGTERM/SIGINT to the ranks and gives
-them ``--shutdown-timeout`` seconds to stop; torchrun never restarts ranks itself
-(``--max-restarts 0``) because NCCL groups cannot re-join one rank at a time: the operator
-restarts the whole gang. The outcome goes to the termination message as compact JSON, with the
+them ``--shutdown-timeout`` seconds to stop (the pod's terminationGracePeriodSeconds less
+:data:`GRACE_MARGIN_S` for torchrun and this launcher to report) before SIGKILL; torchrun never
+restarts ranks itself (``--max-restarts 0``) because NCCL groups cannot re-join one rank at a
+time: the operator restarts the whole gang. The exit code is a
+``hyperframe.constants.TrainExit``: a SIGTERM, or ranks that all exited ``PREEMPTED``, make
+``PREEMPTED`` (the ranks stop at a frame boundary after that frame's snapshot); otherwise the
+first failed rank's code. The outcome goes to the termination message as compact JSON, with the
 trainer's last progress update (``progress``: what global rank 0 last kept in the file named by
 ``HYPERFRAME_PROGRESS_FILE``, which the launcher sets for its ranks), so the operator can put the
 final figures into a finished job's status even when the last post never arrived. The message
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -26,17 +31,28 @@ from pathlib import Path
 from typing import Final
 
 from hyperframe.api.resolved import ResolvedJobConfig
-from hyperframe.constants import TERMINATION_MESSAGE_MAX_BYTES, TERMINATION_MESSAGE_PATH
+from hyperframe.constants import TERMINATION_MESSAGE_MAX_BYTES, TERMINATION_MESSAGE_PATH, TrainExit
 
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.jobenv import DEFAULT_CONFIG_PATH, JobEnv, JobEnvError, load_job
 from hyperframe_runtime.progress import PROGRESS_FILE_ENV, read_latest
 
-__all__ = ["LaunchResult", "main", "torchrun_args", "train_config"]
+__all__ = [
+    "GRACE_MARGIN_S",
+    "LaunchResult",
+    "exit_code_of",
+    "job_id",
+    "main",
+    "run_torchrun",
+    "torchrun_args",
+    "train_config",
+]
 
 TRAIN_MODULE: Final = "hyperframe_runtime.train"
-EXIT_CONFIG: Final = 2
-_SHUTDOWN_TIMEOUT_S: Final = 30
+EXIT_CONFIG: Final = TrainExit.CONFIG
+GRACE_MARGIN_S: Final = 5
+"""Seconds of the pod's grace period kept for torchrun's SIGKILL of late ranks and this
+launcher's termination message; the ranks get the rest."""
 _REASON_MAX: Final = 3000
 
 
@@ -72,6 +88,13 @@ class LaunchResult:
             mid = (fits + over) // 2
             fits, over = (mid, over) if len(encoded(mid).encode()) <= max_bytes else (fits, mid)
         return encoded(fits)
+
+
+def job_id(job: ResolvedJobConfig) -> str:
+    """The job's snapshot folder under the checkpoint path: ``<name>-<uid>``, so that a
+    re-created job (same name, new uid) starts afresh; ``<name>-local`` without a uid (local
+    mode, ``hyperframe render``), so that a local run resumes its own snapshots."""
+    return f"{job.job.name}-{job.job.uid or 'local'}"
 
 
 def train_config(job: ResolvedJobConfig) -> TrainConfig:
@@ -120,6 +143,8 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
                 "checkpoint_dir": checkpoint.path if checkpoint else "",
                 "checkpoint_every": checkpoint.every_frames if checkpoint else 0,
                 "trace_dir": frames.metrics_dir,
+                "checkpoint_keep": checkpoint.keep if checkpoint else 0,
+                "job_id": job_id(job) if checkpoint else "",
                 "device": "cuda" if job.gpus_per_node > 0 else "cpu",
                 "seed": recipe.seed,
                 "optimizer": recipe.optimizer,
@@ -150,7 +175,7 @@ def torchrun_args(job: ResolvedJobConfig, env: JobEnv, train_config_path: str) -
         f"--master-port={env.master_port}",
         f"--rdzv-conf=timeout={job.rendezvous.timeout_seconds}",
         "--max-restarts=0",
-        f"--shutdown-timeout={_SHUTDOWN_TIMEOUT_S}",
+        f"--shutdown-timeout={max(1, job.termination_grace_period_seconds - GRACE_MARGIN_S)}",
         "--module",
         TRAIN_MODULE,
         "--config",
@@ -167,7 +192,20 @@ def _write(result: LaunchResult, path: str) -> None:
         )
 
 
-def _run_torchrun(args: list[str]) -> LaunchResult:
+def exit_code_of(codes: list[int]) -> int:
+    """The container's exit code from the failed ranks' codes (by global rank): ``PREEMPTED`` when
+    every one of them is, else the first rank's own exit code (1 when every other rank was killed
+    by a signal)."""
+    others = [c for c in codes if c != TrainExit.PREEMPTED]
+    if codes and not others:
+        return int(TrainExit.PREEMPTED)
+    # The cause is a rank that exited on its own (code > 0): torchrun stops the others with
+    # SIGTERM (code < 0), so a config error (exit 2) on rank 1 must not read as rank 0's signal.
+    return next((c for c in others if c > 0), int(TrainExit.FAILED))
+
+
+def run_torchrun(args: list[str]) -> LaunchResult:
+    """Run torchrun in this process with ``args``; its outcome as this container reports it."""
     # Imported here: torch is slow to import and the config checks above must stay quick.
     from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -177,20 +215,24 @@ def _run_torchrun(args: list[str]) -> LaunchResult:
         torchrun_main(args)
     except ChildFailedError as exc:
         failures = sorted(exc.failures.items())  # keyed by global rank
-        # The cause is a rank that exited on its own (code > 0): torchrun stops the others with
-        # SIGTERM (code < 0), so a config error (exit 2) on rank 1 must not read as rank 0's signal.
-        first = next((f for _, f in failures if f.exitcode > 0), failures[0][1])
         lines = [
             f"rank {rank} (local {f.local_rank}) exited with code {f.exitcode}: {f.message}"
             for rank, f in failures[:8]
         ]
         return LaunchResult(
             ok=False,
-            exit_code=first.exitcode if first.exitcode > 0 else 1,
+            exit_code=exit_code_of([f.exitcode for _, f in failures]),
             reason="; ".join(lines),
             failed_ranks=[rank for rank, _ in failures],
         )
     except SignalException as exc:
+        if exc.sigval == signal.SIGTERM:
+            return LaunchResult(
+                ok=False,
+                exit_code=int(TrainExit.PREEMPTED),
+                reason="preempted: stopped by signal SIGTERM; the ranks had the grace period to stop at a frame boundary "
+                "and save that frame's snapshot; the job resumes from its newest complete snapshot",
+            )
         return LaunchResult(
             ok=False, exit_code=128 + int(exc.sigval), reason=f"stopped by signal {exc.sigval.name}"
         )
@@ -227,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     except JobEnvError as exc:
         print(f"hyperframe-launch: error: {exc}", file=sys.stderr)
         _write(LaunchResult(ok=False, exit_code=EXIT_CONFIG, reason=str(exc)), args.termination_log)
-        return EXIT_CONFIG
+        return int(EXIT_CONFIG)
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="hyperframe-launch-"))
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / f"train-{job.job.name}-node{env.node_rank}.json"
@@ -241,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     progress_file = workdir / f"progress-{job.job.name}-node{env.node_rank}.json"
     progress_file.unlink(missing_ok=True)  # a file of an earlier run on this workdir is not ours
     os.environ[PROGRESS_FILE_ENV] = str(progress_file)  # torchrun's ranks inherit it
-    result = _run_torchrun(torchrun)
+    result = run_torchrun(torchrun)
     result = LaunchResult(
         ok=result.ok,
         exit_code=result.exit_code,

@@ -5,8 +5,9 @@ running the pod's own commands (``hyperframe-smoke``, then ``hyperframe-launch``
 own env, except that ranks meet at 127.0.0.1 on a free port. First every node's gate runs, then
 every node's launcher; per-frame progress lines stream through, and a summary ends the run.
 
-Ctrl-C (or SIGTERM) stops everything: launchers get SIGTERM (torchrun forwards it to the ranks),
-stragglers get SIGKILL, and a final sweep kills any process still carrying this run's marker in
+Ctrl-C (or SIGTERM) stops everything: launchers get SIGTERM (torchrun forwards it to the ranks,
+which stop at the next frame boundary after that frame's snapshot), stragglers get SIGKILL after
+the job's terminationGracePeriodSeconds, and a final sweep kills any process still carrying this run's marker in
 its environment, so no rank outlives the command.
 """
 
@@ -47,7 +48,6 @@ __all__ = ["main"]
 
 ENV_RUN_MARKER: Final = "HYPERFRAME_LOCAL_RUN"
 """Set in every process local mode starts (ranks inherit it): the no-orphan sweep looks for it."""
-_STOP_GRACE_S: Final = 10.0
 
 
 def _free_port() -> int:
@@ -132,7 +132,7 @@ class _Runner:
         """SIGTERM every group, SIGKILL what is left after a grace period, then sweep by marker."""
         for g in self.groups:
             _signal_group(g.proc, signal.SIGTERM)
-        deadline = time.monotonic() + _STOP_GRACE_S
+        deadline = time.monotonic() + self.local.job.termination_grace_period_seconds
         for g in self.groups:
             try:
                 g.proc.wait(timeout=max(0.1, deadline - time.monotonic()))

@@ -4,10 +4,12 @@
     hyperframe-train --config train.json          # the same, as torchrun's program
 
 torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. The config file is a
-:class:`~hyperframe_runtime.config.TrainConfig` JSON object. Exit status: 0 when every frame ran,
-2 for a configuration error (message names the field): a bad config, or a user model that does
-not import, has no such factory or a factory of the wrong signature (``models.load_model_spec``,
-run before the process group starts); 1 for anything else.
+:class:`~hyperframe_runtime.config.TrainConfig` JSON object. Exit status
+(``hyperframe.constants.TrainExit``): 0 when every frame ran; 2 for a configuration error (the
+message names the field): a bad config, a user model that does not import, has no such factory or
+a factory of the wrong signature (``models.load_model_spec``, run before the process group
+starts), data that is not there, or a snapshot of another model or layout; 75 (``PREEMPTED``)
+when SIGTERM stopped the run at a frame boundary, after that frame's snapshot; 1 for anything else.
 """
 
 from __future__ import annotations
@@ -18,21 +20,26 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Final
 
 import torch
 import torch.distributed as dist
+from hyperframe.constants import TrainExit
 
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.data.errors import DataError
 from hyperframe_runtime.data.loader import check_data_source
 from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
+from hyperframe_runtime.pipeline.checkpoint import SnapshotMismatchError
 from hyperframe_runtime.pipeline.frame_loop import train
+from hyperframe_runtime.pipeline.preemption import StopFlag
 
 __all__ = ["main"]
 
 log = logging.getLogger("hyperframe.train")
 
-EXIT_CONFIG = 2
+EXIT_CONFIG: Final = TrainExit.CONFIG
+EXIT_PREEMPTED: Final = TrainExit.PREEMPTED
 _PG_TIMEOUT = timedelta(minutes=10)
 
 
@@ -69,8 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", required=True, help="training-config JSON file (TrainConfig)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = StopFlag()
+    with stop.installed():
+        return _run(args.config, stop)
+
+
+def _run(config_path: str, stop: StopFlag) -> int:
     try:
-        config = TrainConfig.load(args.config)
+        config = TrainConfig.load(config_path)
         rank, world_size, local_rank = _env_int("RANK"), _env_int("WORLD_SIZE"), _env_int("LOCAL_RANK")
         config.check_world_size(world_size)
         check_data_source(config)
@@ -78,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec: ModelSpec = load_model_spec(config)
     except (OSError, ValueError) as exc:
         print(f"hyperframe-train: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return int(EXIT_CONFIG)
     dist.init_process_group(
         config.resolved_backend(),
         rank=rank,
@@ -87,16 +100,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         device_id=device if device.type == "cuda" else None,
     )
     try:
-        result = train(config, spec=spec, device=device)
+        result = train(config, spec=spec, device=device, stop=stop)
         if rank == 0 and result.metrics:
             last = result.metrics[-1]
-            log.info("done: %d frames, final loss %.4f", last.frame, last.loss)
-    except DataError as exc:  # found once the data is read (a factory's dataset, a changed shard)
+            verb = "preempted after" if result.preempted else "done:"
+            log.info("%s %d frames, final loss %.4f", verb, last.frame, last.loss)
+    except (SnapshotMismatchError, DataError) as exc:  # DataError: found once the data is read
         print(f"hyperframe-train: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return int(EXIT_CONFIG)
     finally:
         dist.destroy_process_group()
-    return 0
+    return int(EXIT_PREEMPTED if result.preempted else TrainExit.OK)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ def _config(checkpoint_dir: Path, **fields: Any) -> dict[str, Any]:
         "frames": FRAMES,
         "checkpoint_dir": str(checkpoint_dir),
         "checkpoint_every": 1,
+        "checkpoint_keep": 0,  # keep every snapshot: the tests look at each frame's
         "lr": 3e-3,
         "planner_time_budget_s": 0.02,
         "seed": 7,

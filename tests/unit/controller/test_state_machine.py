@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from controller_builders import SETTINGS, T0, Pod, at, cordoned, job, not_ready, ready
 from gate_reports import gate_message
-from hyperframe.constants import SmokeExit
+from hyperframe.constants import SmokeExit, TrainExit
 from hyperframe.controller.facts import CleanPodPolicy, JobFacts, UnschedulableAction
 from hyperframe.controller.observed import NodeState, ObservedPod
 from hyperframe.controller.plan import Plan
@@ -106,6 +106,36 @@ def test_preemption_at_the_backoff_limit_still_requeues_but_a_failure_fails() ->
 
     failed = [Pod(0).on("n1").exited(1).obj(), Pod(1).on("n2").running().obj()]
     assert run(job(backoff_limit=1), status, failed, now_s=1).status.phase == Phase.FAILED
+
+
+def test_trainers_that_exit_preempted_restart_the_gang_without_counting_even_at_the_limit() -> None:
+    # A node drain SIGTERMs one pod; every rank stops at the same frame boundary and exits
+    # TrainExit.PREEMPTED, so the other pod follows (here: seen while still running).
+    status = started(phase=Phase.RUNNING, restarts=1)
+    pods = [Pod(0).on("n1").exited(TrainExit.PREEMPTED).obj(), Pod(1).on("n2").running().obj()]
+    plan = run(job(backoff_limit=1), status, pods, now_s=1)
+    assert plan.status.phase == Phase.RESTARTING
+    assert plan.status.restarts == 1 and plan.status.gang_generation == 1
+    cond = plan.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "Preempted" and "not counted" in cond.message
+    assert "exit code 75" in cond.message and "rank 0" in cond.message
+    assert deleted(plan) == {p.name for p in pods}
+
+
+def test_a_preempted_exit_next_to_a_crash_counts_as_the_crash() -> None:
+    status = started(phase=Phase.RUNNING, restarts=1)
+    pods = [Pod(0).on("n1").exited(TrainExit.PREEMPTED).obj(), Pod(1).on("n2").exited(1).obj()]
+    plan = run(job(backoff_limit=1), status, pods, now_s=1)
+    assert plan.status.phase == Phase.FAILED
+    failed = plan.status.condition(C.FAILED)
+    assert failed is not None and failed.reason == "BackoffLimitExceeded"
+
+
+def test_a_trainer_config_error_fails_the_job_at_once() -> None:
+    pods = [Pod(0).on("n1").exited(TrainExit.CONFIG).obj(), Pod(1).on("n2").running().obj()]
+    plan = run(job(), started(phase=Phase.RUNNING), pods)
+    assert plan.status.phase == Phase.FAILED and plan.status.restarts == 0
+    assert "exited with code 2 (configuration error)" in plan.status.message
 
 
 def test_a_job_without_a_queue_never_gets_a_queued_condition() -> None:

@@ -98,6 +98,14 @@ class Checkpoint:
         fmt="absolute-path",
         max_length=4096,
     )
+    keep: int = spec_field(
+        "Complete snapshots to keep in the job's folder (<path>/<job name>-<job uid>/); older "
+        "complete ones are deleted after each save. The newest complete snapshot and any "
+        "snapshot still being written are never deleted.",
+        default=3,
+        minimum=1,
+        maximum=1000000,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -271,6 +279,13 @@ class RunPolicy:
         "Which pods to delete when the job finishes: All, Running (still-running ones; finished pods "
         "stay for their logs) or None.",
         default="Running",
+    )
+    termination_grace_period_seconds: int | None = spec_field(
+        "Seconds a pod gets after SIGTERM (preemption, node drain, deletion) to finish its frame, "
+        "save a snapshot and exit as preempted; unset: 120 with frames.checkpoint, 30 without.",
+        default=None,
+        minimum=10,
+        maximum=86400,
     )
     suspend: bool = spec_field(
         "Suspended jobs have no pods; set to false to (re)start. The user's switch: Kueue admits through spec.queueName, not this field.",

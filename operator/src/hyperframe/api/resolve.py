@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from hyperframe.api.builtin_models import BUILTIN_MODELS
 from hyperframe.api.codec import dump
@@ -31,9 +32,23 @@ from hyperframe.api.resolved import (
 )
 from hyperframe.api.runtime import GangScheduling, RdmaSpec, RuntimeImages, RuntimeSpec
 
-__all__ = ["PodSettings", "Resolution", "metrics_dir", "resolve", "stages_per_rank"]
+__all__ = [
+    "GRACE_SECONDS",
+    "GRACE_SECONDS_CHECKPOINTING",
+    "PodSettings",
+    "Resolution",
+    "metrics_dir",
+    "resolve",
+    "stages_per_rank",
+    "termination_grace_period",
+]
 
 DEFAULT_NAMESPACE = "default"
+GRACE_SECONDS: Final = 30
+"""terminationGracePeriodSeconds of a job without checkpoints (the Kubernetes default)."""
+GRACE_SECONDS_CHECKPOINTING: Final = 120
+"""terminationGracePeriodSeconds of a job with ``frames.checkpoint``: time to finish the running
+frame and write its snapshot after SIGTERM."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +92,14 @@ def metrics_dir(frames: Frames, job_name: str) -> str:
     if frames.checkpoint is not None:
         return f"{frames.checkpoint.path.rstrip('/')}/metrics/{job_name}"
     return ""
+
+
+def termination_grace_period(spec: JobSpec) -> int:
+    """The pods' terminationGracePeriodSeconds: ``runPolicy.terminationGracePeriodSeconds``, else
+    :data:`GRACE_SECONDS_CHECKPOINTING` with checkpoints and :data:`GRACE_SECONDS` without."""
+    if spec.run_policy.termination_grace_period_seconds is not None:
+        return spec.run_policy.termination_grace_period_seconds
+    return GRACE_SECONDS_CHECKPOINTING if spec.frames.checkpoint is not None else GRACE_SECONDS
 
 
 def _override_errors(spec: JobSpec, runtime_name: str, rt: RuntimeSpec) -> list[FieldError]:
@@ -239,6 +262,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
             timeout_seconds=rt.pod.rendezvous_timeout_seconds,
         ),
         smoke=smoke,
+        termination_grace_period_seconds=termination_grace_period(spec),
         images=rt.images,
         versions=rt.versions,
     )

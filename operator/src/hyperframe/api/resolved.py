@@ -135,6 +135,11 @@ class ResolvedJobConfig:
     training: Training = spec_field("The training recipe (spec.training).", default_factory=Training)
     rendezvous: Rendezvous = spec_field("Where ranks meet.")
     smoke: ResolvedSmoke = spec_field("Smoke-gate policy.")
+    termination_grace_period_seconds: int = spec_field(
+        "The pods' terminationGracePeriodSeconds: how long the trainer has after SIGTERM.",
+        default=30,
+        minimum=1,
+    )
     images: RuntimeImages = spec_field("Images of the runtime.")
     versions: RuntimeVersions = spec_field("Versions in the images.")
 

@@ -2,10 +2,13 @@
 
 Any failure restarts the whole gang (NCCL groups cannot re-join one pod at a time). A failure is
 permanent when retrying cannot help: the user's command is missing or not executable, the
-command line is wrong, the launcher or trainer exits 2 (a configuration error: a job the trainer
-cannot run, a user model module that does not import, lacks its factory or has one of the wrong
-signature), or the smoke gate reports a configuration error. Everything else (signals,
-OOM, evictions, NotReady nodes, exit 1 from a crashed step) is retried up to backoffLimit.
+command line is wrong, the trainer reports a configuration error (``TrainExit.CONFIG``: a job the
+trainer cannot run, a user model module that does not import, lacks its factory or has one of the
+wrong signature, data that is not there, a snapshot of another model or layout) or the smoke gate
+does. A gang that was stopped from outside is preempted, not failed: Kueue stopped it, or its
+trainer exited with ``TrainExit.PREEMPTED`` after a SIGTERM (node drain, pod deletion); it is
+recreated without counting against backoffLimit. Everything else (other signals, OOM, evictions,
+NotReady nodes, exit 1 from a crashed step) is retried up to backoffLimit.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+
+from hyperframe.constants import TrainExit
 
 from .facts import PolicySettings
 from .observed import NodeState, ObservedPod
@@ -29,11 +34,12 @@ __all__ = [
 ]
 
 PREEMPTED = "Preempted"
-"""Failure reason of a gang Kueue stopped (preemption, eviction): recreated and queued again, not
+"""Failure reason of a gang stopped from outside: Kueue stopped it (preemption, eviction), or a
+trainer exited with ``TrainExit.PREEMPTED`` after a SIGTERM. Recreated (and queued again), not
 counted against backoffLimit."""
 
 PERMANENT_EXIT_CODES: Mapping[int, str] = {
-    2: "configuration error (a bad job config, or a user module that does not load)",
+    int(TrainExit.CONFIG): "configuration error",
     126: "command not executable",
     127: "command not found",
     128: "invalid exit argument",
@@ -124,7 +130,20 @@ def find_failures(
             )
             continue
         end = pod.main_end
-        if end is not None and end.exit_code != 0:
+        if end is not None and end.exit_code == TrainExit.PREEMPTED:
+            failures.append(
+                Failure(
+                    reason=PREEMPTED,
+                    message=(
+                        f"rank {pod.rank} (pod {pod.name} on {pod.node}) stopped on SIGTERM with exit code "
+                        f"{end.exit_code} (preempted; it resumes from its last complete snapshot)"
+                    ),
+                    permanent=False,
+                    pod=pod.name,
+                    node=pod.node,
+                )
+            )
+        elif end is not None and end.exit_code != 0:
             permanent = is_permanent_exit(end.exit_code)
             why = PERMANENT_EXIT_CODES.get(end.exit_code, end.reason or "error")
             failures.append(

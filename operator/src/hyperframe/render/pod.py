@@ -254,5 +254,6 @@ def pod_object(p: Prepared, rank: int) -> dict[str, Any]:
         mounts=mounts,
         volumes=volumes,
         port=p.resolution.config.rendezvous.master_port,
+        grace_seconds=p.resolution.config.termination_grace_period_seconds,
         termination_path=TERMINATION_MESSAGE_PATH,
     )

@@ -1,6 +1,9 @@
 """Frame-boundary checkpoints that every rank agrees on, with ``torch.distributed.checkpoint`` (DCP).
 
-A snapshot after frame ``k`` (``k`` frames done) lives in ``<dir>/frame-<k:06d>/``:
+The snapshots of one job live in its own folder, ``<checkpoint_dir>/<job_id>/``
+(:func:`job_dir`; the launcher's job id is ``<job name>-<job uid>``, so a re-created job on the
+same volume never resumes another run). A snapshot after frame ``k`` (``k`` frames done) lives in
+``<job folder>/frame-<k:06d>/``:
 
 - the DCP shards of every rank: model and optimizer state from
   ``torch.distributed.checkpoint.state_dict.get_state_dict`` (the optimizer state flattened, so
@@ -16,14 +19,20 @@ A snapshot after frame ``k`` (``k`` frames done) lives in ``<dir>/frame-<k:06d>/
   is complete exactly when ``meta.json`` exists**; nothing else is ever resumed from.
 
 A save runs the phases of :data:`SAVE_PHASES`; a job killed at any point leaves either a complete
-snapshot or an incomplete directory that the next save of that frame replaces.
+snapshot or an incomplete directory that the next save of that frame replaces. Besides the model
+and the optimizer, a save takes named extra states (``extra``: DCP ``Stateful`` objects or
+state dicts, e.g. an LR scheduler or a data-loader position), loaded back by the same names.
+After a save, rank 0 deletes the complete snapshots older than the newest ``keep``
+(:func:`snapshots_to_prune`); incomplete directories are never deleted by pruning.
 
 Resume (:func:`resume_snapshot`, collective) first checks that ``checkpoint_dir`` is one volume
 every rank shares (every rank writes a file, every rank must see all of them), then global rank 0
 chooses the newest complete snapshot and broadcasts it; every rank checks that it sees that same
 snapshot as its newest and complete, and all ranks fail together, naming what each rank sees,
-when they do not. Data is a function of the frame index, so a resumed run computes exactly what
-the uninterrupted run would have.
+when they do not. A snapshot saved by another world size, parallel layout or model is refused
+(:func:`snapshot_mismatch`, :class:`SnapshotMismatchError`, a configuration error) instead of
+loaded. Data is a function of the frame index, so a resumed run computes exactly what the
+uninterrupted run would have.
 """
 
 from __future__ import annotations
@@ -48,19 +57,26 @@ from torch.distributed.checkpoint.state_dict_loader import load as dcp_load
 from torch.distributed.checkpoint.state_dict_saver import save as dcp_save
 
 __all__ = [
+    "IDENTITY_FIELDS",
     "SAVE_PHASES",
     "CheckpointError",
     "SavePhase",
     "Snapshot",
+    "SnapshotMismatchError",
     "agree_on_snapshot",
     "check_shared_volume",
+    "check_snapshot_matches",
     "complete_snapshots",
+    "job_dir",
     "latest_snapshot",
     "load_rank_state",
     "load_snapshot",
+    "prune_snapshots",
     "resume_snapshot",
     "save_snapshot",
     "snapshot_dir",
+    "snapshot_mismatch",
+    "snapshots_to_prune",
 ]
 
 log = logging.getLogger(__name__)
@@ -90,8 +106,24 @@ SAVE_PHASES: Final[tuple[SavePhase, ...]] = (
 """
 
 
+_RESERVED_STATE: Final = frozenset({"model", "optim"})
+
+IDENTITY_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "layout": ("pipeline", "data"),
+    "model": ("model", "model_args", "vocab_size", "seq_len", "d_model", "n_heads", "n_layers"),
+}
+"""Training-config keys a snapshot must share with the run that resumes it, by what they are
+(besides the world size). The schedule policy, the placement and the frame size may differ: the
+state is keyed by parameter name, and the plan is reused only where it fits."""
+
+
 class CheckpointError(RuntimeError):
     """The checkpoint volume or its snapshots are unusable; the message says how to fix it."""
+
+
+class SnapshotMismatchError(CheckpointError):
+    """The newest complete snapshot was saved by another world size, layout or model: a
+    configuration error (retrying cannot help), not a crash."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +140,11 @@ class Snapshot:
     data: dict[str, Any] | None = None
     """The data loader's position (``hyperframe_runtime.data``); None when the data is a function
     of the frame index (the model's ``make_batch``) or in snapshots written before this field."""
+
+
+def job_dir(checkpoint_dir: str | Path, job_id: str) -> Path:
+    """The folder of one job's snapshots: ``<checkpoint_dir>/<job_id>`` ("" = ``checkpoint_dir``)."""
+    return Path(checkpoint_dir) / job_id if job_id else Path(checkpoint_dir)
 
 
 def snapshot_dir(root: str | Path, frames_done: int) -> Path:
@@ -147,6 +184,52 @@ def latest_snapshot(root: str | Path) -> Snapshot | None:
     them agree."""
     frames = complete_snapshots(root)
     return _read_snapshot(snapshot_dir(root, frames[-1])) if frames else None
+
+
+def snapshot_mismatch(snapshot: Snapshot, config: Mapping[str, Any], world_size: int) -> str | None:
+    """What differs between ``snapshot`` and the run (its training ``config`` and ``world_size``)
+    that would resume it, or None when it may be resumed."""
+    diffs = []
+    if snapshot.world_size and snapshot.world_size != world_size:
+        diffs.append(f"world size {snapshot.world_size} (this run: {world_size})")
+    for what, keys in IDENTITY_FIELDS.items():
+        for key in keys:
+            saved, mine = snapshot.config.get(key), config.get(key)
+            if key in snapshot.config and saved != mine:
+                diffs.append(f"{what} {key} {saved!r} (this run: {mine!r})")
+    if not diffs:
+        return None
+    return (
+        f"checkpoint_dir: the newest complete snapshot {snapshot.path} was saved by another run: "
+        f"{'; '.join(diffs)}; run it with the settings it was saved with, or give this run a fresh "
+        "checkpoint directory (a new job, or another checkpoint path)"
+    )
+
+
+def check_snapshot_matches(snapshot: Snapshot, config: Mapping[str, Any], world_size: int) -> None:
+    """Raise :class:`SnapshotMismatchError` when ``snapshot`` does not fit the run (every rank
+    reads the same ``meta.json``, so all ranks raise together)."""
+    problem = snapshot_mismatch(snapshot, config, world_size)
+    if problem is not None:
+        raise SnapshotMismatchError(problem)
+
+
+def snapshots_to_prune(complete: Sequence[int], keep: int) -> list[int]:
+    """Frames done of the complete snapshots to delete so that the newest ``keep`` remain
+    (``keep`` 0 keeps all; the newest complete snapshot always stays)."""
+    if keep <= 0:
+        return []
+    return sorted(complete)[: -max(keep, 1)]
+
+
+def prune_snapshots(root: str | Path, keep: int) -> list[int]:
+    """Delete the complete snapshots under ``root`` older than the newest ``keep`` (not collective:
+    rank 0 calls it after a save); returns what it deleted. Incomplete directories are left alone:
+    one may be a save in progress, and a later save of that frame replaces a stale one."""
+    doomed = snapshots_to_prune(complete_snapshots(root), keep)
+    for frames in doomed:
+        _clear_incomplete(snapshot_dir(root, frames))  # meta.json first: never a complete-looking husk
+    return doomed
 
 
 # ---- state: model and optimizer through torch.distributed.checkpoint.state_dict ---------------
@@ -202,11 +285,18 @@ def _rank_model(modules: Mapping[int, nn.Module]) -> nn.Module:
 
 
 def _state(
-    modules: Mapping[int, nn.Module], optimizer: torch.optim.Optimizer
+    modules: Mapping[int, nn.Module],
+    optimizer: torch.optim.Optimizer,
+    extra: Mapping[str, Any] | None = None,
 ) -> tuple[nn.Module, dict[str, Any]]:
+    clash = sorted(_RESERVED_STATE & set(extra or {}))
+    if clash:
+        raise ValueError(
+            f"extra: state name(s) {clash} are reserved for the model and optimizer; rename them"
+        )
     model = _rank_model(modules)
     model_state, optim_state = get_state_dict(model, optimizer, options=_OPTIONS)
-    return model, {"model": model_state, "optim": optim_state}
+    return model, {"model": model_state, "optim": optim_state, **(extra or {})}
 
 
 # ---- saving -----------------------------------------------------------------------------------
@@ -272,6 +362,8 @@ def save_snapshot(
     plan: dict[str, Any],
     config: dict[str, Any],
     data: dict[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    keep: int = 0,
     on_phase: Callable[[SavePhase], None] | None = None,
     rank_state: Mapping[str, Any] | None = None,
 ) -> Path:
@@ -280,7 +372,10 @@ def save_snapshot(
     ``data`` is the loader position every data-parallel replica resumes from (each replica reads
     its own part of one order, and all consume the same number of samples per frame, so rank 0's
     position is every replica's). ``rank_state`` (tensors and plain values) is this rank's own
-    state, saved before its commit marker (:func:`load_rank_state`). ``on_phase`` is called on this rank after each phase of :data:`SAVE_PHASES` (progress
+    state, saved before its commit marker (:func:`load_rank_state`). ``extra`` adds named states
+    (DCP ``Stateful`` objects or state dicts) next to the model and optimizer. Once the snapshot is
+    complete, rank 0 keeps the newest ``keep`` complete snapshots (0 = all; :func:`prune_snapshots`).
+    ``on_phase`` is called on this rank after each phase of :data:`SAVE_PHASES` (progress
     reporting; the tests kill ranks there)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     path = snapshot_dir(root, frames_done)
@@ -295,7 +390,7 @@ def save_snapshot(
     dist.barrier()
     phase("cleared")
 
-    _, state = _state(modules, optimizer)
+    _, state = _state(modules, optimizer, extra)
     dcp_save(state, checkpoint_id=str(path))
     if rank_state is not None:
         _save_rank_state(path, rank, rank_state)
@@ -334,6 +429,9 @@ def save_snapshot(
         if data:
             meta["data"] = data
         _write_atomically(path / META_FILE, json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        pruned = prune_snapshots(root, keep)
+        if pruned:
+            log.info("checkpoint keep %d: deleted the snapshots after frame(s) %s", keep, _ranks(pruned))
     phase("complete")
     dist.barrier()
     return path
@@ -421,10 +519,15 @@ def resume_snapshot(root: str | Path) -> Snapshot | None:
 
 
 def load_snapshot(
-    snapshot: Snapshot, *, modules: Mapping[int, nn.Module], optimizer: torch.optim.Optimizer
+    snapshot: Snapshot,
+    *,
+    modules: Mapping[int, nn.Module],
+    optimizer: torch.optim.Optimizer,
+    extra: Mapping[str, Any] | None = None,
 ) -> None:
-    """Load this rank's model and optimizer state from ``snapshot`` in place (collective)."""
-    model, state = _state(modules, optimizer)
+    """Load this rank's model, optimizer and ``extra`` states from ``snapshot`` in place
+    (collective; ``extra`` by the names it was saved with)."""
+    model, state = _state(modules, optimizer, extra)
     dcp_load(state, checkpoint_id=str(snapshot.path))
     set_state_dict(
         model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"], options=_OPTIONS

@@ -26,6 +26,8 @@ Per frame, on every rank:
 8. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan, the data
    loader's position, and each rank's schedule position and RNG state (a resume continues all of
    them exactly).
+9. the ranks agree whether any of them got SIGTERM (``pipeline.preemption``); if one did, every
+   rank writes this frame's snapshot (unless step 8 just did) and the loop stops, preempted.
 
 With a measured layer split (``layer_split = "measured"``, or ``"auto"`` under the hyperframe
 policy: ``TrainConfig.measures_layer_split``) the first ``PARTITION_FRAMES`` frames come before all this: they
@@ -72,6 +74,7 @@ from hyperframe_runtime.pipeline.partitioning import (
     two_look_profile,
 )
 from hyperframe_runtime.pipeline.planning import FramePlan, initial_plan
+from hyperframe_runtime.pipeline.preemption import StopFlag, agree_to_stop
 from hyperframe_runtime.pipeline.recipe import (
     LrSchedule,
     LrScheduler,
@@ -106,6 +109,8 @@ class TrainResult:
     """The schedule selector's decisions (hyperframe policy) and layer re-splits, as logged."""
     profile: LayerProfile | None = None
     """The measured layer profile the stages were split by (``layer_split = "measured"``)."""
+    preempted: bool = False
+    """A rank got SIGTERM: the run stopped at a frame boundary (after that frame's snapshot)."""
 
 
 class FrameLoop:
@@ -114,7 +119,9 @@ class FrameLoop:
     Construction is collective (process groups, resume from the newest snapshot); so is every
     :meth:`run_frame`. :func:`train` is the whole loop; tests drive frames one by one.
     ``forced_plans`` replaces the plans of named candidates (a test forces a bad plan on the
-    planner's candidate to see it abandoned).
+    planner's candidate to see it abandoned). ``stop`` is the flag the SIGTERM handler sets
+    (``pipeline.preemption``); :meth:`run` stops at the first frame boundary where any rank's
+    flag is set.
     """
 
     def __init__(
@@ -124,9 +131,12 @@ class FrameLoop:
         spec: ModelSpec | None = None,
         device: torch.device | None = None,
         forced_plans: dict[str, FramePlan] | None = None,
+        stop: StopFlag | None = None,
     ) -> None:
         config.check_world_size(dist.get_world_size())
         self.config = config
+        self.stop = stop or StopFlag()
+        self.snapshot_root = checkpoint.job_dir(config.checkpoint_dir, config.job_id)
         self.device = device or torch.device("cpu")
         self.spec = spec or load_model_spec(config)
         self.topology = Topology(dist.get_rank(), config.pipeline, config.data)
@@ -135,7 +145,9 @@ class FrameLoop:
 
         self.plan = initial_plan(config)
         self.frames_done = 0
-        snapshot = checkpoint.resume_snapshot(config.checkpoint_dir) if config.checkpoint_dir else None
+        snapshot = checkpoint.resume_snapshot(self.snapshot_root) if config.checkpoint_dir else None
+        if snapshot is not None:
+            checkpoint.check_snapshot_matches(snapshot, config.to_dict(), dist.get_world_size())
         saved = FramePlan.from_json(snapshot.plan) if snapshot is not None else None
 
         # A measured layer split: the first frames run the even split and time every op, then
@@ -176,7 +188,12 @@ class FrameLoop:
         self.stages = StageSet.build(self._context, self.plan.placement, self.plan.orders)
         self.scheduler = LrScheduler(LrSchedule.of(config))
         if snapshot is not None:
-            checkpoint.load_snapshot(snapshot, modules=self.stages.modules, optimizer=self.stages.optimizer)
+            checkpoint.load_snapshot(
+                snapshot,
+                modules=self.stages.modules,
+                optimizer=self.stages.optimizer,
+                extra=self.extra_states(),
+            )
             self.frames_done = self.scheduler.step = snapshot.frames_done
             own = checkpoint.load_rank_state(snapshot, self.topology.rank)
             if own is not None:
@@ -218,6 +235,13 @@ class FrameLoop:
     def stage_context(self) -> StageContext:
         """What building this rank's stages takes (config, model, groups, device, layer profile)."""
         return self._context
+
+    def extra_states(self) -> dict[str, Any]:
+        """Named states saved in every snapshot besides the model and optimizer, and loaded back
+        by name on resume (DCP ``Stateful`` objects or state dicts). None yet: the learning-rate
+        schedule and RNG travel in each rank's own state and the loader position in the snapshot's
+        meta (``save``); this is the place for states that are sharded like the model's."""
+        return {}
 
     @property
     def _measures_schedules(self) -> bool:
@@ -445,8 +469,14 @@ class FrameLoop:
         config, done = self.config, self.frames_done
         due = config.checkpoint_every and done % config.checkpoint_every == 0
         if config.checkpoint_dir and (due or done == config.frames):
-            path = checkpoint.save_snapshot(
-                config.checkpoint_dir,
+            self.save()
+
+    def save(self) -> str:
+        """Write the snapshot of the frames done so far (collective); returns its path."""
+        config, done = self.config, self.frames_done
+        path = str(
+            checkpoint.save_snapshot(
+                self.snapshot_root,
                 frames_done=done,
                 global_step=done,
                 modules=self.modules,
@@ -455,8 +485,27 @@ class FrameLoop:
                 config=config.to_dict(),
                 data=self.batches.state(),
                 rank_state={"lr_scheduler": self.scheduler.state_dict(), "rng": rng_state(self.device)},
+                extra=self.extra_states(),
+                keep=config.checkpoint_keep,
             )
-            self.result.snapshots.append(str(path))
+        )
+        self.result.snapshots.append(path)
+        return path
+
+    def stop_agreed(self) -> bool:
+        """Whether any rank got SIGTERM (collective, at a frame boundary); if so, this frame's
+        snapshot is written (unless it already is) and the result is marked preempted."""
+        if not agree_to_stop(self.stop.requested, self.device):
+            return False
+        done = str(checkpoint.snapshot_dir(self.snapshot_root, self.frames_done))
+        saved = bool(self.result.snapshots) and self.result.snapshots[-1] == done
+        if self.config.checkpoint_dir and not saved:
+            self.save()
+        self.result.preempted = True
+        if self.is_reporter:
+            where = f"snapshot {done}" if self.config.checkpoint_dir else "no checkpoint_dir, nothing saved"
+            log.warning("stopping on SIGTERM after frame %d (%s)", self.frames_done, where)
+        return True
 
     def _snapshot_plan(self) -> dict[str, Any]:
         """The running plan, with the layer profile its stages were split by (if measured)."""
@@ -471,6 +520,8 @@ class FrameLoop:
             while self.frames_done < self.config.frames:
                 self.run_frame()
                 self.after_frame()
+                if self.frames_done < self.config.frames and self.stop_agreed():
+                    break
         finally:
             self.close()
         return self.result
@@ -501,10 +552,15 @@ def _resume_plan(saved: FramePlan, fresh: FramePlan) -> FramePlan:
 
 
 def train(
-    config: TrainConfig, *, spec: ModelSpec | None = None, device: torch.device | None = None
+    config: TrainConfig,
+    *,
+    spec: ModelSpec | None = None,
+    device: torch.device | None = None,
+    stop: StopFlag | None = None,
 ) -> TrainResult:
-    """Run ``config`` on the already initialised default process group; every rank calls it."""
-    return FrameLoop(config, spec=spec, device=device).run()
+    """Run ``config`` on the already initialised default process group; every rank calls it.
+    With ``stop`` (set by the SIGTERM handler) the run may end early, ``preempted``."""
+    return FrameLoop(config, spec=spec, device=device, stop=stop).run()
 
 
 def _start_progress(config: TrainConfig, frames_done: int) -> ProgressReporter:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -153,7 +154,12 @@ def _serve(inp: BinaryIO, out: BinaryIO) -> None:
 
 
 def main() -> None:
-    """The helper process: answer jobs from stdin on stdout until stdin closes."""
+    """The helper process: answer jobs from stdin on stdout until stdin closes.
+
+    It ignores SIGTERM: torchrun signals a rank's whole process group on preemption, and the
+    rank, which stops at its next frame boundary, still polls and then closes this helper (stdin
+    closes when the rank exits in any way, SIGKILL included)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _serve(sys.stdin.buffer, sys.stdout.buffer)
 
 
