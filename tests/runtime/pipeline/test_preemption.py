@@ -186,3 +186,32 @@ def test_a_snapshot_of_another_layout_and_model_is_refused_as_a_config_error(run
     assert "was saved by another run: world size 2 (this run: 1)" in out, out
     assert "layout pipeline 2 (this run: 1)" in out and "model n_layers 4 (this run: 6)" in out, out
     assert _losses(tmp, "mismatch") == []
+
+
+def test_sigterm_with_dataloader_workers_still_stops_at_a_frame_boundary(tmp_path: Path) -> None:
+    """torchrun signals each rank's whole process group: the rank's DataLoader workers must not die
+    of that SIGTERM, since the rank still reads the batches of the frame it finishes."""
+    from hyperframe_runtime.data.prepare import prepare_bytes
+
+    shards = tmp_path / "shards"
+    prepare_bytes([Path(__file__)], shards, shard_tokens=1000)
+    _config(
+        tmp_path,
+        "data",
+        vocab_size=256,
+        frames=1000,
+        data_shards=str(shards),
+        data_workers=2,
+        data_prefetch=2,
+    )
+    proc = _start(tmp_path, "data")
+    deadline = time.monotonic() + 300
+    while _frames_logged(tmp_path, "data") < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, _finish(proc)[1]
+    proc.send_signal(signal.SIGTERM)
+    code, out = _finish(proc)
+    assert code == TrainExit.PREEMPTED, out
+    assert "DataLoader worker" not in out, out
+    stopped = _losses(tmp_path, "data")[-1][0]
+    assert stopped in complete_snapshots(job_dir(tmp_path / "volume", JOB)), out

@@ -21,6 +21,7 @@ next unread sample.
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from collections.abc import Callable, Iterator, Sized
 from typing import TYPE_CHECKING, Any, Protocol
@@ -108,6 +109,7 @@ class LoaderBatches:
             num_workers=workers,
             prefetch_factor=prefetch if workers else None,
             pin_memory=pin_memory,
+            worker_init_fn=_leave_the_ranks_process_group if workers else None,
         )
         self._batches: Iterator[Any] | None = None
 
@@ -135,6 +137,14 @@ class LoaderBatches:
 
     def close(self) -> None:
         self._batches = None  # the iterator's finalizer stops the workers
+
+
+def _leave_the_ranks_process_group(_worker_id: int) -> None:
+    """A DataLoader worker leaves its rank's process group. On preemption torchrun sends SIGTERM to
+    each rank's whole group; the rank stops at the next frame boundary and still reads that frame's
+    batches, so its workers must not die of the signal. The rank stops them itself when it closes
+    its loader, and they exit on their own when the rank dies (the DataLoader's parent watchdog)."""
+    os.setpgid(0, 0)
 
 
 def import_factory(name: str, *, field: str = "data.factory") -> Callable[..., Any]:
