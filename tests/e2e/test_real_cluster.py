@@ -182,7 +182,12 @@ def test_a_cpu_job_runs_the_gate_and_trains_in_real_containers_to_succeeded(inst
     assert {n["node"] for n in smoke["nodes"]} == {"hf-real-0"}
     assert len(frames_seen - {0}) >= 2, f"progress never moved while Running: {sorted(frames_seen)}"
     assert status["progress"]["frame"] == 60
-    snapshots = sorted(p.name for p in (demo.CHECKPOINT_ROOT / NS / "train").glob("frame-*"))
+    # The job's own folder (name and uid) on the volume, holding the newest checkpoint.keep (3).
+    uid = kubectl.json("get", "hyperframejob", "train", "-n", NS)["metadata"]["uid"]
+    volume = demo.CHECKPOINT_ROOT / NS / "train"
+    folders = sorted(p.name for p in volume.iterdir())
+    assert f"train-{uid}" in folders and not any(f.startswith("frame-") for f in folders), folders
+    snapshots = sorted(p.name for p in (volume / f"train-{uid}").glob("frame-*"))
     assert snapshots == ["frame-000020", "frame-000040", "frame-000060"], snapshots
     # cleanPodPolicy (default Running): nothing of the job keeps running.
     poll(lambda: [p for p in _job_pods(kubectl, "train") if p["status"].get("phase") == "Running"],

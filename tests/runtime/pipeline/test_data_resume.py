@@ -40,6 +40,7 @@ def _config(checkpoint_dir: Path, **data: Any) -> dict[str, Any]:
         "frames": FRAMES,
         "checkpoint_dir": str(checkpoint_dir),
         "checkpoint_every": 1,
+        "checkpoint_keep": 0,  # keep every snapshot: the resume copies an early one
         "lr": 3e-3,
         "seed": 7,
         "data_workers": 2,

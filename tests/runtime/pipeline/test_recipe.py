@@ -142,7 +142,7 @@ def _config(checkpoint_dir: Path | None = None, **extra: Any) -> dict[str, Any]:
         **extra,
     }
     if checkpoint_dir is not None:
-        config.update(checkpoint_dir=str(checkpoint_dir), checkpoint_every=1)
+        config.update(checkpoint_dir=str(checkpoint_dir), checkpoint_every=1, checkpoint_keep=0)
     return config
 
 
