@@ -62,7 +62,7 @@ def _default(f: dataclasses.Field[Any], shape: Shape) -> str:
             return f"`{str(f.default).lower()}`"
         return f"`{f.default}`"
     if f.default_factory is not dataclasses.MISSING:
-        return "`{}`" if shape.kind in ("model", "map") else "`[]`"
+        return "`[]`" if isinstance(f.default_factory(), list | tuple) else "`{}`"
     return "**required**"
 
 
