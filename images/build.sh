@@ -24,7 +24,7 @@
 #                          (default: <repo>/.cluster/images)
 #   HYPERFRAME_IMAGES_CACHE  root filesystems, staged wheels, BuildKit state
 #                          (default: ~/.cache/hyperframe/images)
-#   HYPERFRAME_BUILDKIT_CACHE_GB  BuildKit's cache is pruned to this size after a build (default 14)
+#   HYPERFRAME_BUILDKIT_CACHE_GB  BuildKit's cache is pruned to this size after a build (default 20)
 #   HYPERFRAME_WHEELHOUSE  the project's wheelhouse (default: ~/.cache/hyperframe/wheels)
 # Exit codes: 0 done, 1 failed, 2 bad usage, stale generated files or no registry, 3 no engine can
 # run here (1 when CI=true: CI must build the images).
@@ -176,7 +176,7 @@ phase "start buildkitd"
 RUN_DIR="$(mktemp -d /tmp/hyperframe-buildkit.XXXXXX)"
 SOCKET="unix://$RUN_DIR/buildkitd.sock"
 BUILDKIT_PID=""
-KEEP_GB="${HYPERFRAME_BUILDKIT_CACHE_GB:-14}"
+KEEP_GB="${HYPERFRAME_BUILDKIT_CACHE_GB:-20}"
 stop_engine() {
     local rc=$?
     if [[ -n "$BUILDKIT_PID" ]] && kill -0 "$BUILDKIT_PID" 2>/dev/null; then
