@@ -321,7 +321,12 @@ def test_an_upgrade_to_two_replicas_rolls_out_and_progress_reaches_the_leader(in
         assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
         # The Deployment carries the chart's common labels (the component label is on its pods).
         [deployment] = kubectl.json(
-            "get", "deployments", "-n", demo.RELEASE_NAMESPACE, "-l", "app.kubernetes.io/name=hyperframe-operator"
+            "get",
+            "deployments",
+            "-n",
+            demo.RELEASE_NAMESPACE,
+            "-l",
+            "app.kubernetes.io/name=hyperframe-operator",
         )["items"]
         name = deployment["metadata"]["name"]
         start = time.monotonic()
