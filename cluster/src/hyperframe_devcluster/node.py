@@ -282,7 +282,7 @@ class RealNode:
         In the new mount namespace (private propagation: nothing mounted there reaches the host)
         /sys is mounted again so that it shows the node's network devices, with the host's
         cgroup mounts moved back under it, and the kubelet's host-wide sysctls are shadowed by
-        files holding the host's current values (REAL-NODE.md).
+        files holding the host's current values, so the kubelet never changes them on the host.
         """
         stage = self.layout.root / "cgroup-stage"
         stage.mkdir(parents=True, exist_ok=True)

@@ -208,7 +208,7 @@ def containerd_config(
         "",
         f"[{cri}]",
         f"  sandbox_image = {_toml_value(pause_image)}",
-        # No CAP_SYS_RESOURCE here: negative OOM scores would make runc fail (REAL-NODE.md).
+        # No CAP_SYS_RESOURCE here: negative OOM scores would make runc fail in this sandbox.
         "  restrict_oom_score_adj = true",
         "  netns_mounts_under_state_dir = true",
         '  stream_server_address = "127.0.0.1"',
@@ -273,7 +273,7 @@ def kubelet_config(
         },
         "authorization": {"mode": "Webhook"},
         "containerRuntimeEndpoint": f"unix://{layout.containerd_socket}",
-        # cgroup v1 here, and containerd 1.6 cannot report its cgroup driver (REAL-NODE.md).
+        # cgroup v1 here, and containerd 1.6 cannot report its cgroup driver.
         "failCgroupV1": False,
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": cgroup_root,
@@ -304,7 +304,7 @@ def kubelet_config(
 
 
 def kube_proxy_config(kubeconfig: Path, *, pod_cidr: str) -> str:
-    """iptables mode, leaving every host-wide conntrack sysctl alone (REAL-NODE.md)."""
+    """iptables mode, leaving every host-wide conntrack sysctl alone (the host is shared)."""
     config: dict[str, Any] = {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
