@@ -231,7 +231,8 @@ RUNTIME_CASES = [
         "spec.images.framework",
     ),
     ("rdma-on-cpu-profile", {"spec": {"pod": {"rdma": {"enabled": True}}}}, "spec.pod.rdma.enabled"),
-    ("unknown-override", {"spec": {"allowedOverrides": ["image"]}}, "spec.allowedOverrides[0]"),
+    ("unknown-override", {"spec": {"allowedOverrides": ["hostPID"]}}, "spec.allowedOverrides[0]"),
+    ("image-without-prefixes", {"spec": {"allowedOverrides": ["image"]}}, "spec.images.allowedPrefixes"),
     ("shm-not-a-quantity", {"spec": {"pod": {"shmSize": "plenty"}}}, "spec.pod.shmSize"),
     (
         "plugins-pod-group-without-scheduler",

@@ -49,6 +49,12 @@ FAILURES: Final[Mapping[str, FailureReason]] = _table(
         remedy="Check that the job's ConfigMap is mounted at /etc/hyperframe/job.json (or pass --config) and was rendered by the same HyperFrame version.",
     ),
     FailureReason(
+        id="config.runtime-version",
+        exit_code=SmokeExit.CONFIG,
+        summary="the image holds another hyperframe-runtime than the operator expects",
+        remedy="Build the job's image FROM the runtime's framework image (hyperframe image build DIR --from RUNTIME), or use the runtime of the operator's release; the message names both versions.",
+    ),
+    FailureReason(
         id="config.world-size",
         exit_code=SmokeExit.CONFIG,
         summary="the environment disagrees with the job config on the world size",

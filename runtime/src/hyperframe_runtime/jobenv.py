@@ -18,8 +18,16 @@ from pathlib import Path
 from hyperframe.api.errors import SpecError
 from hyperframe.api.resolved import ResolvedJobConfig
 from hyperframe.constants import CONFIG_FILE_NAME, CONFIG_MOUNT_PATH
+from hyperframe.version import RUNTIME_DISTRIBUTION, distribution_version
 
-__all__ = ["DEFAULT_CONFIG_PATH", "JobEnv", "JobEnvError", "load_job", "node_name"]
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "JobEnv",
+    "JobEnvError",
+    "check_runtime_version",
+    "load_job",
+    "node_name",
+]
 
 DEFAULT_CONFIG_PATH = Path(CONFIG_MOUNT_PATH) / CONFIG_FILE_NAME
 
@@ -115,8 +123,25 @@ class JobEnv:
             )
 
 
-def load_job(path: str | os.PathLike[str]) -> ResolvedJobConfig:
-    """Read the resolved job config; any problem is a ``config.invalid`` error naming the file."""
+def check_runtime_version(job: ResolvedJobConfig, installed: str | None) -> None:
+    """The image must hold the hyperframe-runtime the operator expects (``runtimeVersion`` of
+    job.json; empty: not checked): a job image built FROM another framework image would run
+    another gate and launcher than the operator rendered the pod for."""
+    if not job.runtime_version or installed == job.runtime_version:
+        return
+    raise JobEnvError(
+        "config.runtime-version",
+        f"image {job.image or '(unknown)'}: it holds {RUNTIME_DISTRIBUTION} "
+        f"{installed or '(not installed)'}, but the operator expects {job.runtime_version}; rebuild "
+        "the image FROM the runtime's framework image (hyperframe image build DIR --from RUNTIME), "
+        "or use the runtime of the operator's release",
+    )
+
+
+def load_job(path: str | os.PathLike[str], *, installed_runtime: str | None = None) -> ResolvedJobConfig:
+    """Read the resolved job config; any problem is a ``config.invalid`` error naming the file,
+    and an image whose hyperframe-runtime (``installed_runtime``, default: the installed one) is
+    not the version the operator expects is a ``config.runtime-version`` error."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -125,9 +150,11 @@ def load_job(path: str | os.PathLike[str]) -> ResolvedJobConfig:
             f"{path}: cannot read the job config ({exc.strerror}); mount the job's ConfigMap there or pass --config",
         ) from None
     try:
-        return ResolvedJobConfig.from_json(text)
+        job = ResolvedJobConfig.from_json(text)
     except (SpecError, ValueError) as exc:
         raise JobEnvError("config.invalid", f"{path}: {exc}") from None
+    check_runtime_version(job, installed_runtime or distribution_version(RUNTIME_DISTRIBUTION))
+    return job
 
 
 def node_name(env: Mapping[str, str]) -> str:

@@ -2,7 +2,7 @@
 
 It reads the resolved job config and the env (the same checks as the gate), maps the job onto
 the trainer's :class:`~hyperframe_runtime.config.TrainConfig`, and runs this node's ranks through
-torchrun (``torch.distributed.run``) with the job's static rendezvous: MASTER_ADDR/MASTER_PORT,
+torchrun (or, for ``entrypoint.script``, the job's own script with its args, under the same torchrun) (``torch.distributed.run``) with the job's static rendezvous: MASTER_ADDR/MASTER_PORT,
 nnodes, node_rank and nproc_per_node. torchrun forwards SIGTERM/SIGINT to the ranks and gives
 them ``--shutdown-timeout`` seconds to stop (the pod's terminationGracePeriodSeconds less
 :data:`GRACE_MARGIN_S` for torchrun and this launcher to report) before SIGKILL; torchrun never
@@ -43,6 +43,7 @@ __all__ = [
     "exit_code_of",
     "job_id",
     "main",
+    "program_args",
     "run_torchrun",
     "torchrun_args",
     "train_config",
@@ -113,7 +114,12 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
         model = {"model": entry.module.name, "model_args": dict(entry.module.args)}
     else:
         raise JobEnvError("config.invalid", "entrypoint: neither builtin nor module is set; set one of them")
-    frames = job.frames
+    frames, parallelism = job.frames, job.parallelism
+    if frames is None or parallelism is None:
+        raise JobEnvError(
+            "config.invalid",
+            "frames, parallelism: the runtime's trainer needs both; a script job runs its script",
+        )
     checkpoint = frames.checkpoint
     data: dict[str, object] = {}
     if job.data is not None:
@@ -129,8 +135,8 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
             {
                 **model,
                 **data,
-                "pipeline": job.parallelism.pipeline,
-                "data": job.parallelism.data,
+                "pipeline": parallelism.pipeline,
+                "data": parallelism.data,
                 "policy": frames.schedule_policy,
                 # hyperframe measures every placement the layers allow (0 = auto); the resolved
                 # value (the V) is what the operator sized the layer split for.
@@ -165,8 +171,20 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
         raise JobEnvError("config.invalid", f"the trainer cannot run this job: {exc}") from None
 
 
-def torchrun_args(job: ResolvedJobConfig, env: JobEnv, train_config_path: str) -> list[str]:
-    """torchrun's arguments for this node: static rendezvous at node rank 0, no local restarts."""
+def program_args(job: ResolvedJobConfig, train_config_path: str) -> list[str]:
+    """What torchrun runs on every rank: the runtime's trainer with its config, or the job's own
+    script (a file, or a module as with python -m) with the script's args."""
+    script = job.entrypoint.script
+    if script is None:
+        return ["--module", TRAIN_MODULE, "--config", train_config_path]
+    if script.module is not None:
+        return ["--module", script.module, *script.args]
+    return [script.path or "", *script.args]
+
+
+def torchrun_args(job: ResolvedJobConfig, env: JobEnv, train_config_path: str = "") -> list[str]:
+    """torchrun's arguments for this node: static rendezvous at node rank 0, no local restarts,
+    then :func:`program_args`."""
     return [
         f"--nnodes={env.nnodes}",
         f"--node-rank={env.node_rank}",
@@ -176,10 +194,7 @@ def torchrun_args(job: ResolvedJobConfig, env: JobEnv, train_config_path: str) -
         f"--rdzv-conf=timeout={job.rendezvous.timeout_seconds}",
         "--max-restarts=0",
         f"--shutdown-timeout={max(1, job.termination_grace_period_seconds - GRACE_MARGIN_S)}",
-        "--module",
-        TRAIN_MODULE,
-        "--config",
-        train_config_path,
+        *program_args(job, train_config_path),
     ]
 
 
@@ -265,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         job = load_job(args.config)
         env = JobEnv.from_env(os.environ)
         env.check_against(job)
-        config = train_config(job)
+        config = train_config(job) if job.entrypoint.script is None else None
     except JobEnvError as exc:
         print(f"hyperframe-launch: error: {exc}", file=sys.stderr)
         _write(LaunchResult(ok=False, exit_code=EXIT_CONFIG, reason=str(exc)), args.termination_log)
@@ -273,10 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="hyperframe-launch-"))
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / f"train-{job.job.name}-node{env.node_rank}.json"
-    config_path.write_text(config.to_json(), encoding="utf-8")
+    if config is not None:
+        config_path.write_text(config.to_json(), encoding="utf-8")
     torchrun = torchrun_args(job, env, str(config_path))
     if args.dry_run:
-        print(config.to_json(), end="")
+        if config is not None:
+            print(config.to_json(), end="")
         print("torchrun " + " ".join(torchrun))
         return 0
     print(f"hyperframe-launch: node {env.node_rank}/{env.nnodes}: torchrun {' '.join(torchrun)}", flush=True)

@@ -206,9 +206,8 @@ def _gate(runner: _Runner) -> int:
 
 def _train(runner: _Runner) -> int:
     local = runner.local
-    runner.say(
-        f"== training: {local.job.nodes} node(s) x {local.job.procs_per_node} rank(s), {local.job.frames.frames} frames"
-    )
+    what = f"{local.job.frames.frames} frames" if local.job.frames is not None else "a script"
+    runner.say(f"== training: {local.job.nodes} node(s) x {local.job.procs_per_node} rank(s), {what}")
     for node in local.nodes:
         log = runner.workdir / f"launch-node{node.node_rank}.json"
         runner.start(node.node_rank, "train", node.trainer, ["--termination-log", str(log)])

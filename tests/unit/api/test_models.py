@@ -69,7 +69,7 @@ def test_cpu_runtime_cannot_enable_rdma() -> None:
 
 def test_unknown_override_name_is_rejected() -> None:
     obj = copy.deepcopy(MINIMAL_RUNTIME)
-    obj["spec"]["allowedOverrides"] = ["shmSize", "image"]
+    obj["spec"]["allowedOverrides"] = ["shmSize", "hostPID"]
     assert paths(parse_runtime, obj) == ["spec.allowedOverrides[1]"]
 
 

@@ -12,6 +12,7 @@ import yaml
 from hyperframe.constants import SmokeExit
 from hyperframe.render import render_job
 from hyperframe.smoke_report import SmokeReport
+from hyperframe.version import distribution_version
 from hyperframe_runtime import launcher
 from hyperframe_runtime.jobenv import JobEnv, JobEnvError
 from hyperframe_runtime.local_plan import plan
@@ -120,6 +121,21 @@ def test_cli_unreadable_config_exits_2(tmp_path: Path, monkeypatch: pytest.Monke
     code, report = _run_cli(tmp_path, monkeypatch, env, '{"nodes": "two"}')
     assert code == SmokeExit.CONFIG
     assert report.failed_check == "config.invalid" and "job.json" in report.reason
+
+
+def test_cli_image_with_another_runtime_version_exits_2_naming_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_json, env = _rendered()
+    edited = json.dumps({**json.loads(job_json), "runtimeVersion": "0.0.9"})
+    code, report = _run_cli(tmp_path, monkeypatch, env, edited)
+    assert code == SmokeExit.CONFIG
+    assert report.failed_check == "config.runtime-version"
+    assert (
+        f"hyperframe-runtime {distribution_version('hyperframe-runtime')}, but the operator expects 0.0.9"
+        in report.reason
+    )
+    assert "hyperframe image build" in report.remedy
 
 
 def test_launcher_config_errors_exit_2_and_write_result(

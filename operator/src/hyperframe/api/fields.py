@@ -73,6 +73,11 @@ FORMATS: Final[dict[str, Format]] = {
         "a dotted Python module path, optionally with :function",
         "my_project.train:main",
     ),
+    "python-module-name": Format(
+        r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+        "a dotted Python module path (as for python -m)",
+        "my_project.train",
+    ),
     "python-function": Format(
         r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$",
         "module:function (a dotted module path, a colon and the function's name)",

@@ -44,6 +44,7 @@ __all__ = [
     "RuntimeOverrides",
     "RuntimeRef",
     "SchedulePolicy",
+    "Script",
     "SmokeOverrides",
     "Training",
     "UserModule",
@@ -200,24 +201,69 @@ class UserModule:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Entrypoint:
-    """What to train: exactly one of builtin or module."""
+class Script:
+    """A plain torchrun script in the job's image: exactly one of path or module, with args."""
 
     __rules__: ClassVar[tuple[Rule, ...]] = (
         Rule(
-            cel="has(self.builtin) != has(self.module)",
-            message="exactly one of builtin or module must be set",
-            fix="keep either entrypoint.builtin or entrypoint.module",
+            cel="has(self.path) != has(self.module)",
+            message="exactly one of path or module must be set",
+            fix="keep either script.path (a file) or script.module (run as python -m)",
+            check=lambda s: (
+                None
+                if (s.path is None) != (s.module is None)
+                else "exactly one of path or module must be set"
+            ),
+        ),
+    )
+
+    path: str | None = spec_field(
+        "The script file, absolute or relative to the image's working directory (/workspace in "
+        "images from `hyperframe image build`).",
+        default=None,
+        min_length=1,
+        max_length=4096,
+    )
+    module: str | None = spec_field(
+        "A module to run as with python -m (torchrun --module).",
+        default=None,
+        fmt="python-module-name",
+        max_length=512,
+    )
+    args: tuple[str, ...] = spec_field(
+        "Arguments after the script or module.", default=(), max_items=256, max_length=4096
+    )
+
+
+_ENTRYPOINT_ONE = "exactly one of builtin, module or script must be set"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entrypoint:
+    """What to train: exactly one of builtin, module or script."""
+
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            cel="[has(self.builtin), has(self.module), has(self.script)].filter(x, x).size() == 1",
+            message=_ENTRYPOINT_ONE,
+            fix="keep one of entrypoint.builtin, entrypoint.module or entrypoint.script",
             check=lambda e: (
                 None
-                if (e.builtin is None) != (e.module is None)
-                else "exactly one of builtin or module must be set"
+                if [e.builtin is not None, e.module is not None, e.script is not None].count(True) == 1
+                else _ENTRYPOINT_ONE
             ),
         ),
     )
 
     builtin: BuiltinModel | None = spec_field("A built-in example model.", default=None)
     module: UserModule | None = spec_field("A user module.", default=None)
+    script: Script | None = spec_field(
+        "A plain torchrun script (DDP, FSDP, ...) from the job's image: it runs under torchrun with "
+        "the job's rendezvous and environment after the smoke gate, trains in its own loop (no "
+        "spec.frames, spec.parallelism or spec.data) and reports progress with "
+        "hyperframe_runtime.report().",
+        default=None,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,6 +385,15 @@ class JobSpec:
     __rules__: ClassVar[tuple[Rule, ...]] = (*JOB_SPEC_RULES, *TRAINING_JOB_RULES)
 
     runtime_ref: RuntimeRef = spec_field("The HyperFrameRuntime to use.", immutable=True)
+    image: str | None = spec_field(
+        "The job's own trainer image, built FROM the runtime's framework image (`hyperframe image "
+        'build`), pinned by digest; it runs the smoke gate and the trainer. Needs "image" in the '
+        "runtime's allowedOverrides and a name under its images.allowedPrefixes; absent: the "
+        "runtime's framework image.",
+        default=None,
+        fmt="image-digest",
+        max_length=512,
+    )
     nodes: int = spec_field("Number of nodes (one pod per node).", minimum=1, maximum=4096, immutable=True)
     gpus_per_node: int = spec_field(
         "GPUs per node; 0 makes a CPU job (gloo), which then needs procsPerNode.",
@@ -353,8 +408,17 @@ class JobSpec:
         maximum=256,
         immutable=True,
     )
-    parallelism: Parallelism = spec_field("Parallel layout.", immutable=True)
-    frames: Frames = spec_field("Frames and schedule.")
+    parallelism: Parallelism | None = spec_field(
+        "Parallel layout; required for builtin and module entrypoints, refused for scripts (a "
+        "script lays out its own ranks).",
+        default=None,
+        immutable=True,
+    )
+    frames: Frames | None = spec_field(
+        "Frames and schedule; required for builtin and module entrypoints, refused for scripts "
+        "(a script runs its own loop).",
+        default=None,
+    )
     entrypoint: Entrypoint = spec_field("What to train.")
     data: DataSource | None = spec_field(
         "Training data; absent: the model's own batches (the built-in models: synthetic tokens).",

@@ -12,13 +12,15 @@ from hyperframe.api.fields import Rule
 from hyperframe.constants import CONFIG_MOUNT_PATH, STATUS_TOKEN_DIR
 
 if TYPE_CHECKING:
-    from hyperframe.api.job import JobSpec
+    from hyperframe.api.job import Checkpoint, JobSpec
 
 __all__ = [
     "JOB_SPEC_RULES",
     "POLICIES_NEEDING_DEPTH",
     "RESERVED_MOUNT_PATHS",
     "RESERVED_VOLUME_PREFIX",
+    "SCRIPT_RULES",
+    "checkpoint_of",
     "procs_per_node",
 ]
 
@@ -32,6 +34,11 @@ def procs_per_node(spec: JobSpec) -> int:
     if spec.gpus_per_node > 0:
         return spec.gpus_per_node
     return spec.procs_per_node or 0
+
+
+def checkpoint_of(spec: JobSpec) -> Checkpoint | None:
+    """spec.frames.checkpoint; None without it or without frames (a script's checkpoints are its own)."""
+    return spec.frames.checkpoint if spec.frames is not None else None
 
 
 _PROCS_MISMATCH = "a GPU job runs one rank per GPU, but procsPerNode (%d) != gpusPerNode (%d)"
@@ -49,6 +56,8 @@ def _procs_problem(s: JobSpec) -> str | None:
 
 
 def _product_problem(s: JobSpec) -> str | None:
+    if s.parallelism is None:
+        return None
     p, d = s.parallelism.pipeline, s.parallelism.data
     ranks = procs_per_node(s)
     if p * d == s.nodes * ranks:
@@ -59,6 +68,8 @@ def _product_problem(s: JobSpec) -> str | None:
 
 def _depth_problem(s: JobSpec) -> str | None:
     f = s.frames
+    if f is None or s.parallelism is None:
+        return None
     if f.schedule_policy in POLICIES_NEEDING_DEPTH and f.micro_batches_per_frame < s.parallelism.pipeline:
         return _DEPTH % (f.schedule_policy, f.micro_batches_per_frame, s.parallelism.pipeline)
     return None
@@ -66,6 +77,8 @@ def _depth_problem(s: JobSpec) -> str | None:
 
 def _interleaved_problem(s: JobSpec) -> str | None:
     f = s.frames
+    if f is None or s.parallelism is None:
+        return None
     if f.schedule_policy == "interleaved1f1b" and f.micro_batches_per_frame % s.parallelism.pipeline:
         return _INTERLEAVED % (f.micro_batches_per_frame, s.parallelism.pipeline)
     return None
@@ -76,7 +89,7 @@ def _volume_names(s: JobSpec) -> set[str]:
 
 
 def _checkpoint_problem(s: JobSpec) -> str | None:
-    ckpt = s.frames.checkpoint
+    ckpt = checkpoint_of(s)
     if ckpt is None or ckpt.volume in _volume_names(s):
         return None
     return _CKPT_VOLUME % ckpt.volume
@@ -119,7 +132,7 @@ def _reserved_mount_problem(s: JobSpec) -> str | None:
 
 
 def _checkpoint_mount_problem(s: JobSpec) -> str | None:
-    ckpt = s.frames.checkpoint
+    ckpt = checkpoint_of(s)
     if ckpt is None:
         return None
     for i, m in enumerate(s.volume_mounts):
@@ -128,7 +141,66 @@ def _checkpoint_mount_problem(s: JobSpec) -> str | None:
     return None
 
 
+_SCRIPT_CEL = "has(self.entrypoint.script)"
+_NEEDS_FRAMES = "builtin and module entrypoints train in frames, so spec.frames is required"
+_NEEDS_PARALLELISM = "builtin and module entrypoints need spec.parallelism"
+_SCRIPT_NO_FRAMES = "a script runs its own training loop and takes no spec.frames"
+_SCRIPT_NO_PARALLELISM = "a script lays out its own ranks and takes no spec.parallelism"
+_SCRIPT_NO_DATA = "a script reads its own data and takes no spec.data"
+
+
+def _is_script(s: JobSpec) -> bool:
+    return s.entrypoint.script is not None
+
+
+SCRIPT_RULES: Final[tuple[Rule, ...]] = (
+    Rule(
+        cel=f"{_SCRIPT_CEL} || has(self.frames)",
+        message=_NEEDS_FRAMES,
+        fix="add spec.frames (at least frames.frames), or run your own loop with entrypoint.script",
+        field_path=".frames",
+        reason="FieldValueRequired",
+        check=lambda s: _NEEDS_FRAMES if not _is_script(s) and s.frames is None else None,
+    ),
+    Rule(
+        cel=f"{_SCRIPT_CEL} || has(self.parallelism)",
+        message=_NEEDS_PARALLELISM,
+        fix="add spec.parallelism with pipeline x data equal to the number of ranks",
+        field_path=".parallelism",
+        reason="FieldValueRequired",
+        check=lambda s: _NEEDS_PARALLELISM if not _is_script(s) and s.parallelism is None else None,
+    ),
+    Rule(
+        cel=f"!{_SCRIPT_CEL} || !has(self.frames)",
+        message=_SCRIPT_NO_FRAMES,
+        fix="remove spec.frames; the script's own arguments (entrypoint.script.args) set its steps "
+        "and checkpoints, and runPolicy.terminationGracePeriodSeconds its time after SIGTERM",
+        field_path=".frames",
+        reason="FieldValueForbidden",
+        check=lambda s: _SCRIPT_NO_FRAMES if _is_script(s) and s.frames is not None else None,
+    ),
+    Rule(
+        cel=f"!{_SCRIPT_CEL} || !has(self.parallelism)",
+        message=_SCRIPT_NO_PARALLELISM,
+        fix="remove spec.parallelism; torchrun gives the script WORLD_SIZE = nodes x ranks per node",
+        field_path=".parallelism",
+        reason="FieldValueForbidden",
+        check=lambda s: _SCRIPT_NO_PARALLELISM if _is_script(s) and s.parallelism is not None else None,
+    ),
+    Rule(
+        cel=f"!{_SCRIPT_CEL} || !has(self.data)",
+        message=_SCRIPT_NO_DATA,
+        fix="remove spec.data; mount the data with spec.volumes and spec.volumeMounts and pass its path in entrypoint.script.args",
+        field_path=".data",
+        reason="FieldValueForbidden",
+        check=lambda s: _SCRIPT_NO_DATA if _is_script(s) and s.data is not None else None,
+    ),
+)
+"""What a script job takes and what it does not (frames, parallelism and data are the runtime's)."""
+
+
 JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
+    *SCRIPT_RULES,
     Rule(
         cel="self.gpusPerNode > 0 || has(self.procsPerNode)",
         message="a CPU job (gpusPerNode 0) needs procsPerNode",
@@ -147,7 +219,7 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         check=_procs_problem,
     ),
     Rule(
-        cel=f"self.parallelism.pipeline * self.parallelism.data == self.nodes * {_RANKS_CEL}",
+        cel=f"!has(self.parallelism) || self.parallelism.pipeline * self.parallelism.data == self.nodes * {_RANKS_CEL}",
         message="pipeline x data must equal nodes x ranks per node",
         message_format=_PRODUCT,
         message_args=(
@@ -164,7 +236,7 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         check=_product_problem,
     ),
     Rule(
-        cel=f"!(self.frames.schedulePolicy in {_DEPTH_POLICIES_CEL}) "
+        cel=f"!has(self.frames) || !has(self.parallelism) || !(self.frames.schedulePolicy in {_DEPTH_POLICIES_CEL}) "
         "|| self.frames.microBatchesPerFrame >= self.parallelism.pipeline",
         message="this schedule needs at least one micro-batch per pipeline stage",
         message_format=_DEPTH,
@@ -178,7 +250,7 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         check=_depth_problem,
     ),
     Rule(
-        cel="self.frames.schedulePolicy != 'interleaved1f1b' "
+        cel="!has(self.frames) || !has(self.parallelism) || self.frames.schedulePolicy != 'interleaved1f1b' "
         "|| self.frames.microBatchesPerFrame % self.parallelism.pipeline == 0",
         message="interleaved1f1b needs microBatchesPerFrame to be a multiple of pipeline",
         message_format=_INTERLEAVED,
@@ -188,7 +260,7 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         check=_interleaved_problem,
     ),
     Rule(
-        cel="!has(self.frames.checkpoint) || self.volumes.exists(v, v.name == self.frames.checkpoint.volume)",
+        cel="!has(self.frames) || !has(self.frames.checkpoint) || self.volumes.exists(v, v.name == self.frames.checkpoint.volume)",
         message="the checkpoint volume is not in spec.volumes",
         message_format=_CKPT_VOLUME,
         message_args=("self.frames.checkpoint.volume",),
@@ -222,7 +294,7 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         check=_reserved_mount_problem,
     ),
     Rule(
-        cel="!has(self.frames.checkpoint) || self.volumeMounts.all(m, m.mountPath != self.frames.checkpoint.path "
+        cel="!has(self.frames) || !has(self.frames.checkpoint) || self.volumeMounts.all(m, m.mountPath != self.frames.checkpoint.path "
         "|| m.name == self.frames.checkpoint.volume)",
         message="another volume is mounted at the checkpoint path",
         fix="mount frames.checkpoint.volume there, or change frames.checkpoint.path",

@@ -15,7 +15,7 @@ from hyperframe.api.builtin_models import BUILTIN_MODELS
 from hyperframe.api.codec import dump
 from hyperframe.api.errors import FieldError, SpecError
 from hyperframe.api.job import BuiltinModel, Frames, JobSpec, procs_per_node
-from hyperframe.api.job_rules import RESERVED_MOUNT_PATHS
+from hyperframe.api.job_rules import RESERVED_MOUNT_PATHS, checkpoint_of
 from hyperframe.api.kube import EnvVar, Toleration
 from hyperframe.api.models import HyperFrameJob, HyperFrameRuntime
 from hyperframe.api.names import check_name_lengths, master_addr
@@ -31,12 +31,14 @@ from hyperframe.api.resolved import (
     ResolvedSmoke,
 )
 from hyperframe.api.runtime import GangScheduling, RdmaSpec, RuntimeImages, RuntimeSpec
+from hyperframe.version import OPERATOR_DISTRIBUTION, distribution_version
 
 __all__ = [
     "GRACE_SECONDS",
     "GRACE_SECONDS_CHECKPOINTING",
     "PodSettings",
     "Resolution",
+    "image_matches",
     "metrics_dir",
     "resolve",
     "stages_per_rank",
@@ -69,6 +71,8 @@ class PodSettings:
     memory: str | None
     run_as_user: int
     images: RuntimeImages
+    image: str
+    """The image of both containers: the job's spec.image, else the runtime's framework image."""
     gang: GangScheduling
 
 
@@ -99,7 +103,7 @@ def termination_grace_period(spec: JobSpec) -> int:
     :data:`GRACE_SECONDS_CHECKPOINTING` with checkpoints and :data:`GRACE_SECONDS` without."""
     if spec.run_policy.termination_grace_period_seconds is not None:
         return spec.run_policy.termination_grace_period_seconds
-    return GRACE_SECONDS_CHECKPOINTING if spec.frames.checkpoint is not None else GRACE_SECONDS
+    return GRACE_SECONDS_CHECKPOINTING if checkpoint_of(spec) is not None else GRACE_SECONDS
 
 
 def _override_errors(spec: JobSpec, runtime_name: str, rt: RuntimeSpec) -> list[FieldError]:
@@ -119,6 +123,39 @@ def _override_errors(spec: JobSpec, runtime_name: str, rt: RuntimeSpec) -> list[
         )
         for key in set_fields
         if key not in rt.allowed_overrides
+    ]
+
+
+def image_matches(image: str, prefix: str) -> bool:
+    """Whether ``image`` is under ``prefix``: it starts with it, at a boundary of the name (so
+    registry.example.com/ml does not admit registry.example.com/ml-other/...)."""
+    if not prefix or not image.startswith(prefix):
+        return False
+    return prefix[-1] in "/:@" or image[len(prefix) : len(prefix) + 1] in ("/", ":", "@")
+
+
+def _image_errors(spec: JobSpec, runtime_name: str, rt: RuntimeSpec) -> list[FieldError]:
+    if spec.image is None:
+        return []
+    if "image" not in rt.allowed_overrides:
+        return [
+            FieldError(
+                "spec.image",
+                f'HyperFrameRuntime "{runtime_name}" does not allow jobs their own image',
+                "remove spec.image to run the runtime's framework image, or ask the platform team to "
+                f'add "image" to spec.allowedOverrides of "{runtime_name}"',
+            )
+        ]
+    if any(image_matches(spec.image, p) for p in rt.images.allowed_prefixes):
+        return []
+    allowed = ", ".join(rt.images.allowed_prefixes)
+    return [
+        FieldError(
+            "spec.image",
+            f'{spec.image.split("@", 1)[0]} is not under an allowed prefix of HyperFrameRuntime "{runtime_name}" ({allowed})',
+            "push the image under one of them (hyperframe image build --tag), or ask the platform team to "
+            f'add its repository to spec.images.allowedPrefixes of "{runtime_name}"',
+        )
     ]
 
 
@@ -161,6 +198,8 @@ def _builtin(spec: JobSpec, b: BuiltinModel, errors: list[FieldError]) -> Resolv
                 "choose heads that divides hiddenSize",
             )
         )
+    if spec.parallelism is None or spec.frames is None:
+        return resolved  # refused by the spec's own rules (builtin entrypoints need both)
     stages = spec.parallelism.pipeline * stages_per_rank(spec.frames.schedule_policy)
     if resolved.layers < stages:
         errors.append(
@@ -173,6 +212,20 @@ def _builtin(spec: JobSpec, b: BuiltinModel, errors: list[FieldError]) -> Resolv
             )
         )
     return resolved
+
+
+def _resolved_frames(f: Frames, job_name: str) -> ResolvedFrames:
+    return ResolvedFrames(
+        frames=f.frames,
+        micro_batches_per_frame=f.micro_batches_per_frame,
+        micro_batch_size=f.micro_batch_size,
+        schedule_policy=f.schedule_policy,
+        replan_every_frames=f.replan_every_frames,
+        stages_per_rank=stages_per_rank(f.schedule_policy),
+        layer_split=f.layer_split,
+        checkpoint=f.checkpoint,
+        metrics_dir=metrics_dir(f, job_name),
+    )
 
 
 def _mounted_shm_bytes(shm_size: str, memory_limit: str | None) -> int:
@@ -202,6 +255,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         )
     errors.extend(check_name_lengths(job.metadata.name, spec.nodes, generation))
     errors.extend(_override_errors(spec, rt_name, rt))
+    errors.extend(_image_errors(spec, rt_name, rt))
     errors.extend(_env_errors(spec, rt_name, rt.pod.env))
     errors.extend(pod_field_errors(spec, rt, RESERVED_MOUNT_PATHS))
     builtin = _builtin(spec, spec.entrypoint.builtin, errors) if spec.entrypoint.builtin else None
@@ -232,7 +286,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         rdma_enabled=rdma.enabled,
         rdma_resource_name=rdma.resource_name if rdma.enabled else None,
     )
-    f = spec.frames
+    image = spec.image or rt.images.framework
     config = ResolvedJobConfig(
         job=JobIdentity(name=job.metadata.name, namespace=namespace, uid=job.metadata.uid),
         runtime_name=rt_name,
@@ -242,18 +296,10 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         world_size=spec.nodes * procs,
         backend="nccl" if gpu else "gloo",
         parallelism=spec.parallelism,
-        frames=ResolvedFrames(
-            frames=f.frames,
-            micro_batches_per_frame=f.micro_batches_per_frame,
-            micro_batch_size=f.micro_batch_size,
-            schedule_policy=f.schedule_policy,
-            replan_every_frames=f.replan_every_frames,
-            stages_per_rank=stages_per_rank(f.schedule_policy),
-            layer_split=f.layer_split,
-            checkpoint=f.checkpoint,
-            metrics_dir=metrics_dir(f, job.metadata.name),
+        frames=_resolved_frames(spec.frames, job.metadata.name) if spec.frames is not None else None,
+        entrypoint=ResolvedEntrypoint(
+            builtin=builtin, module=spec.entrypoint.module, script=spec.entrypoint.script
         ),
-        entrypoint=ResolvedEntrypoint(builtin=builtin, module=spec.entrypoint.module),
         data=spec.data,
         training=spec.training,
         rendezvous=Rendezvous(
@@ -265,6 +311,8 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         termination_grace_period_seconds=termination_grace_period(spec),
         images=rt.images,
         versions=rt.versions,
+        image=image,
+        runtime_version=distribution_version(OPERATOR_DISTRIBUTION) or "",
     )
     pod = PodSettings(
         shm_size=shm_size,
@@ -280,6 +328,7 @@ def resolve(job: HyperFrameJob, runtime: HyperFrameRuntime, *, generation: int =
         memory=memory,
         run_as_user=rt.pod.run_as_user,
         images=rt.images,
+        image=image,
         gang=rt.gang,
     )
     return Resolution(config=config, pod=pod)

@@ -17,7 +17,15 @@ from typing import Any, Final, Literal
 
 from hyperframe.api.codec import dump, parse
 from hyperframe.api.fields import spec_field
-from hyperframe.api.job import Checkpoint, DataSource, LayerSplit, Parallelism, SchedulePolicy, UserModule
+from hyperframe.api.job import (
+    Checkpoint,
+    DataSource,
+    LayerSplit,
+    Parallelism,
+    SchedulePolicy,
+    Script,
+    UserModule,
+)
 from hyperframe.api.runtime import DeviceCheck, RuntimeImages, RuntimeVersions
 from hyperframe.api.training import Training
 
@@ -77,6 +85,7 @@ class ResolvedBuiltin:
 class ResolvedEntrypoint:
     builtin: ResolvedBuiltin | None = spec_field("Built-in model with every size parameter.", default=None)
     module: UserModule | None = spec_field("User module and args.", default=None)
+    script: Script | None = spec_field("A torchrun script and its args.", default=None)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,8 +137,10 @@ class ResolvedJobConfig:
     procs_per_node: int = spec_field("Ranks per node (= gpusPerNode for GPU jobs).", minimum=1)
     world_size: int = spec_field("nodes x procsPerNode.", minimum=1)
     backend: Literal["nccl", "gloo"] = spec_field("torch.distributed backend: nccl for GPU, gloo for CPU.")
-    parallelism: Parallelism = spec_field("pipeline x data = worldSize.")
-    frames: ResolvedFrames = spec_field("Frames and schedule.")
+    parallelism: Parallelism | None = spec_field(
+        "pipeline x data = worldSize; absent for scripts.", default=None
+    )
+    frames: ResolvedFrames | None = spec_field("Frames and schedule; absent for scripts.", default=None)
     entrypoint: ResolvedEntrypoint = spec_field("What to train.")
     data: DataSource | None = spec_field("Training data; absent: the model's own batches.", default=None)
     training: Training = spec_field("The training recipe (spec.training).", default_factory=Training)
@@ -141,6 +152,12 @@ class ResolvedJobConfig:
         minimum=1,
     )
     images: RuntimeImages = spec_field("Images of the runtime.")
+    image: str = spec_field("The image both containers run: spec.image, else images.framework.", default="")
+    runtime_version: str = spec_field(
+        "The hyperframe-runtime version the operator expects in that image; the smoke gate and the "
+        "launcher exit as a config error (2) when the image holds another. Empty: not checked.",
+        default="",
+    )
     versions: RuntimeVersions = spec_field("Versions in the images.")
 
     def to_dict(self) -> dict[str, Any]:

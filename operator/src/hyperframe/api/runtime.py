@@ -37,6 +37,7 @@ DeviceCheck = Literal["visible", "memory", "matmul", "p2p"]
 DEVICE_CHECKS: Final[tuple[str, ...]] = get_args(DeviceCheck)
 
 Overridable = Literal[
+    "image",
     "shmSize",
     "env",
     "tolerations",
@@ -67,6 +68,15 @@ class RuntimeImages:
     )
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = spec_field(
         "imagePullPolicy of both containers.", default="IfNotPresent"
+    )
+    allowed_prefixes: tuple[str, ...] = spec_field(
+        'Where a job\'s own image (spec.image, allowed by "image" in allowedOverrides) may come '
+        "from: a registry and repository path such as registry.example.com/ml/; an image matches "
+        "a prefix that ends in /, : or @, or that is followed by one of them in the image name.",
+        default=(),
+        max_items=32,
+        unique_items=True,
+        max_length=512,
     )
     pull_secrets: tuple[str, ...] = spec_field(
         "Names of image pull secrets (in the job's namespace).", default=(), max_items=16, unique_items=True
@@ -233,6 +243,19 @@ class RuntimeSpec:
 
     __rules__: ClassVar[tuple[Rule, ...]] = (
         Rule(
+            cel="!('image' in self.allowedOverrides) || size(self.images.allowedPrefixes) > 0",
+            message="allowing jobs their own image needs images.allowedPrefixes",
+            fix="list the registries and repositories jobs may use in images.allowedPrefixes, "
+            "e.g. registry.example.com/ml/",
+            field_path=".images.allowedPrefixes",
+            reason="FieldValueRequired",
+            check=lambda s: (
+                "allowing jobs their own image needs images.allowedPrefixes"
+                if "image" in s.allowed_overrides and not s.images.allowed_prefixes
+                else None
+            ),
+        ),
+        Rule(
             cel="self.gang.podGroup != 'SchedulerPlugins' || has(self.pod.schedulerName)",
             message="a scheduler-plugins PodGroup only works with the coscheduling scheduler",
             fix="set pod.schedulerName to the scheduler-plugins scheduler (e.g. scheduler-plugins-scheduler)",
@@ -265,7 +288,8 @@ class RuntimeSpec:
     smoke: SmokePolicy = spec_field("Smoke-gate policy.", default_factory=SmokePolicy)
     gang: GangScheduling = spec_field("Gang scheduling.", default_factory=GangScheduling)
     allowed_overrides: tuple[Overridable, ...] = spec_field(
-        "Which defaults a job may override in spec.runtimeOverrides; anything else is rejected.",
+        "Which defaults a job may override in spec.runtimeOverrides (and image: spec.image, a job's "
+        "own image under images.allowedPrefixes); anything else is rejected.",
         default=(),
         max_items=16,
         unique_items=True,

@@ -147,6 +147,8 @@ class Training:
 
 def _warmup_problem(s: JobSpec) -> str | None:
     t = s.training
+    if s.frames is None:
+        return None
     return None if t.warmup_frames <= s.frames.frames else _WARMUP % (t.warmup_frames, s.frames.frames)
 
 
@@ -156,7 +158,7 @@ def _bf16_problem(s: JobSpec) -> str | None:
 
 TRAINING_JOB_RULES: Final[tuple[Rule, ...]] = (
     Rule(
-        cel="!has(self.training) || self.training.warmupFrames <= self.frames.frames",
+        cel="!has(self.training) || !has(self.frames) || self.training.warmupFrames <= self.frames.frames",
         message="training.warmupFrames is more than frames.frames",
         message_format=_WARMUP,
         message_args=("self.training.warmupFrames", "self.frames.frames"),

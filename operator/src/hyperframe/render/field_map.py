@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from hyperframe.api.job_rules import checkpoint_of
 from hyperframe.constants import RUNTIME_KIND
 from hyperframe.render.context import RenderContext
 from hyperframe.render.pod import builtin_volumes_and_mounts, rendezvous_env
@@ -42,7 +43,7 @@ def _map(p: Prepared, field: str) -> str | None:
         j = int(m.group(1)) - len(builtin_mounts)
         if 0 <= j < len(spec.volume_mounts):
             return f"spec.volumeMounts[{j}]{m.group(2)}"
-        if j == len(spec.volume_mounts) and spec.frames.checkpoint is not None:
+        if j == len(spec.volume_mounts) and checkpoint_of(spec) is not None:
             return "spec.frames.checkpoint"  # the mount the renderer adds for the checkpoint volume
         return None
     if m := _VOLUME.match(field):

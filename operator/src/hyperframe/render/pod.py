@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from hyperframe.api.codec import dump
+from hyperframe.api.job_rules import checkpoint_of
 from hyperframe.api.names import configmap_name, hostname, pod_name, podgroup_name, service_name
 from hyperframe.api.resolve import PodSettings
 from hyperframe.constants import (
@@ -204,7 +205,7 @@ def _volumes_and_mounts(p: Prepared, pod: PodSettings) -> tuple[list[dict[str, A
     spec = p.job.spec
     volumes.extend(dict(v) for v in spec.volumes)
     mounts.extend(dump(m) for m in spec.volume_mounts)
-    ckpt = spec.frames.checkpoint
+    ckpt = checkpoint_of(spec)
     if ckpt is not None and not any(m.mount_path == ckpt.path for m in spec.volume_mounts):
         mounts.append({"name": ckpt.volume, "mountPath": ckpt.path})
     return volumes, mounts
@@ -243,7 +244,7 @@ def pod_object(p: Prepared, rank: int) -> dict[str, Any]:
         smoke_enabled=p.resolution.config.smoke.enabled,
         init_name=INIT_CONTAINER_NAME,
         main_name=MAIN_CONTAINER_NAME,
-        image=pod.images.framework,
+        image=pod.image,
         pull_policy=pod.images.pull_policy,
         smoke_command=SMOKE_COMMAND,
         smoke_args=["--config", config_path],
