@@ -11,6 +11,11 @@
 #   images/build.sh --print [TARGET...]   show the resolved bake configuration, build nothing
 #   images/build.sh --resolve [--write]   re-read every base digest and torch NCCL pin from the
 #                                         registries; --write rewrites images/matrix.yaml
+#   images/build.sh --user-image CONTEXT DOCKERFILE NAME
+#                                         build a job's own image (`hyperframe image build` writes
+#                                         the Dockerfile: FROM a runtime's framework image plus
+#                                         COPY of CONTEXT), push it to NAME and print the pushed
+#                                         NAME@sha256:... as the last line on stdout
 #
 # The engine is this script's own buildkitd (BuildKit, built from the Go module proxy by
 # `make cluster-build`), run as root with its OCI worker on Debian's runc, host networking for RUN
@@ -19,7 +24,9 @@
 #
 # Environment:
 #   HYPERFRAME_REGISTRY    host:port of the development cluster's registry (plain HTTP on
-#                          loopback); `python -m hyperframe_devcluster env` exports it
+#                          loopback); `python -m hyperframe_devcluster env` exports it. With
+#                          --user-image it is spoken to over plain HTTP too, as is a NAME on
+#                          127.0.0.1 or localhost
 #   HYPERFRAME_IMAGES_DIR  where digests.json, values-local.yaml, runtimes-local.yaml go
 #                          (default: <repo>/.cluster/images)
 #   HYPERFRAME_IMAGES_CACHE  root filesystems, staged wheels, BuildKit state
@@ -46,8 +53,9 @@ for arg in "$@"; do
         --push) mode=release ;;
         --print) mode=print ;;
         --resolve) mode=resolve ;;
+        --user-image) mode=user ;;
         --write) write="--write" ;;
-        -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "images/build.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
         *) targets+=("$arg") ;;
     esac
@@ -68,6 +76,17 @@ if [[ "$mode" == resolve ]]; then
     images_cli resolve $write
     exit 0
 fi
+if [[ "$mode" == user ]]; then
+    if ((${#targets[@]} != 3)); then
+        echo "images/build.sh --user-image: expected CONTEXT DOCKERFILE NAME, got ${#targets[@]} argument(s)" >&2
+        exit 2
+    fi
+    USER_CONTEXT="${targets[0]}"
+    USER_DOCKERFILE="${targets[1]}"
+    USER_NAME="${targets[2]}"
+    [[ -d "$USER_CONTEXT" ]] || { echo "images/build.sh: $USER_CONTEXT is not a directory" >&2; exit 2; }
+    [[ -f "$USER_DOCKERFILE" ]] || { echo "images/build.sh: $USER_DOCKERFILE is not a file" >&2; exit 2; }
+fi
 if [[ "$mode" == print ]]; then
     BUILDX_CONFIG="$(mktemp -d)"
     export BUILDX_CONFIG
@@ -78,7 +97,7 @@ if [[ "$mode" == print ]]; then
 fi
 
 # The bake file must say what the matrix says before anything is built from it.
-if ! images_cli check; then
+if [[ "$mode" != user ]] && ! images_cli check; then
     echo "images/build.sh: run \`make generate\` first; the bake file must match images/matrix.yaml" >&2
     exit 2
 fi
@@ -213,6 +232,18 @@ trap 'exit 130' INT TERM
         echo "[registry.\"$REGISTRY\"]"
         echo "  http = true"
     fi
+    if [[ "$mode" == user ]]; then
+        # The development registry (the framework image's and usually the push target's) and
+        # any loopback one speak plain HTTP; every other registry is reached over HTTPS.
+        declare -A http_hosts=()
+        [[ -n "${HYPERFRAME_REGISTRY:-}" ]] && http_hosts["$HYPERFRAME_REGISTRY"]=1
+        name_host="${USER_NAME%%/*}"
+        [[ "$name_host" == 127.0.0.1* || "$name_host" == localhost* ]] && http_hosts["$name_host"]=1
+        for host in "${!http_hosts[@]}"; do
+            echo "[registry.\"$host\"]"
+            echo "  http = true"
+        done
+    fi
 } >"$RUN_DIR/buildkitd.toml"
 "$BIN_BUILDKITD" --config "$RUN_DIR/buildkitd.toml" >"$RUN_DIR/buildkitd.log" 2>&1 &
 BUILDKIT_PID=$!
@@ -244,6 +275,19 @@ case "$mode" in
         for profile in "${local_profiles[@]}"; do
             images_cli write-local "$profile" "$REGISTRY" "$RUN_DIR/metadata.json" "$out"
         done
+        ;;
+    user)
+        phase "build and push $USER_NAME"
+        # The build log goes to stderr; stdout carries only the pushed reference.
+        "$BIN_BUILDX" build --builder hyperframe --progress "${BUILDX_PROGRESS:-plain}" \
+            --file "$USER_DOCKERFILE" \
+            --output "type=image,name=$USER_NAME,push=true,compression=zstd,oci-mediatypes=true" \
+            --metadata-file "$RUN_DIR/metadata.json" "$USER_CONTEXT" >&2
+        digest="$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["containerimage.digest"])' "$RUN_DIR/metadata.json")"
+        repo="$USER_NAME"
+        last="${repo##*/}"
+        [[ "$last" == *:* ]] && repo="${repo%:*}"  # the tag goes; the digest pins the image
+        echo "$repo@$digest"
         ;;
     release)
         phase "build and push ${targets[*]:-default} to the matrix registry"
