@@ -187,7 +187,7 @@ class BuiltinModel:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserModule:
-    """The user's model factory, importable in the framework image (or a mounted volume on PYTHONPATH)."""
+    """The user's model factory, importable in the job's image (spec.image, e.g. from `hyperframe image build`) or from a mounted volume on PYTHONPATH."""
 
     name: str = spec_field(
         "The model factory as module:function, called as function(config) -> ModelSpec.",
