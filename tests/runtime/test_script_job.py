@@ -152,3 +152,24 @@ def test_an_image_with_another_runtime_version_is_a_config_error_naming_both(tmp
         in result["reason"]
     )
     assert "hyperframe image build" in result["reason"]
+
+
+def test_hyperframe_local_runs_a_script_job_as_processes(tmp_path: Path, data_dir: Path) -> None:
+    docs = [d for d in yaml.safe_load_all((PROJECT / "job.yaml").read_text()) if d]
+    job = next(d for d in docs if d["kind"] == "HyperFrameJob")
+    job["spec"]["entrypoint"]["script"]["args"] = ["--data", str(data_dir), "--steps", "5"]
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    done = subprocess.run(
+        [sys.executable, "-m", "hyperframe.cli", "local", str(manifest), "--workdir", str(tmp_path / "run")],
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "== smoke gate passed" in done.stdout
+    assert "trained 5 steps on 4 ranks" in done.stdout
+    final = json.loads((tmp_path / "run" / "launch-node0.json").read_text())
+    assert final["ok"] is True and final["progress"]["step"] == 5
