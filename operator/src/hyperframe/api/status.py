@@ -118,10 +118,16 @@ class Progress:
     """Live training progress, reported by rank 0 once per frame; once the job has finished, the
     trainer's final figures (from rank 0's termination message)."""
 
-    frame: int = spec_field("Frames completed.", default=0, minimum=0)
-    total_frames: int = spec_field("Frames to train.", default=0, minimum=0)
+    frame: int = spec_field(
+        "Frames completed; for a script job, the step it last reported.", default=0, minimum=0
+    )
+    total_frames: int = spec_field(
+        "Frames to train; for a script job, the total_steps it reported (0 when it gave none).",
+        default=0,
+        minimum=0,
+    )
     step: int = spec_field("Optimizer steps completed.", default=0, minimum=0)
-    loss: float | None = spec_field("Loss of the last frame.", default=None)
+    loss: float | None = spec_field("Loss of the last frame (or reported step).", default=None)
     samples_per_second: float | None = spec_field("Throughput of the last frame.", default=None, minimum=0)
     eta_seconds: float | None = spec_field("Estimated seconds to the last frame.", default=None, minimum=0)
     metrics: Mapping[str, float] | None = spec_field(
