@@ -349,7 +349,8 @@ def test_errors_of_job_and_runtime_come_together() -> None:
     rt = patched(rt, {"spec": {"pod": {"shmSize": "huge"}}})
     with pytest.raises(SpecError) as info:
         render_job(job, rt)
-    assert info.value.paths() == ["spec.nodes", "HyperFrameRuntime.spec.pod.shmSize"]
+    # nodes 0 also breaks the parallelism product rule, as on the API server.
+    assert info.value.paths() == ["spec.nodes", "spec.parallelism", "HyperFrameRuntime.spec.pod.shmSize"]
 
 
 def test_namespace_defaults_and_is_used_everywhere() -> None:

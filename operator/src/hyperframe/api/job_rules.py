@@ -1,7 +1,5 @@
-"""Cross-field rules of a HyperFrameJob spec: each a CEL rule for the API server next to its Python check.
-
-The problem texts are shared by the CEL messages (``format()``) and the Python checks, so the API
-server and ``hyperframe render`` word a problem the same way.
+"""Cross-field rules of a HyperFrameJob spec, in CEL: the API server enforces them from the CRD,
+and ``hyperframe render`` and the operator evaluate the same rules (hyperframe.api.schema_rules).
 """
 
 from __future__ import annotations
@@ -42,90 +40,12 @@ _CKPT_VOLUME = "volume %s is not in spec.volumes"
 _RANKS_CEL = "(self.gpusPerNode > 0 ? self.gpusPerNode : (has(self.procsPerNode) ? self.procsPerNode : 0))"
 
 
-def _procs_problem(s: JobSpec) -> str | None:
-    if s.gpus_per_node == 0 or s.procs_per_node in (None, s.gpus_per_node):
-        return None
-    return _PROCS_MISMATCH % (s.procs_per_node, s.gpus_per_node)
-
-
-def _product_problem(s: JobSpec) -> str | None:
-    p, d = s.parallelism.pipeline, s.parallelism.data
-    ranks = procs_per_node(s)
-    if p * d == s.nodes * ranks:
-        return None
-    per = "gpusPerNode" if s.gpus_per_node > 0 else "procsPerNode"
-    return _PRODUCT % (p, d, p * d, s.nodes, per, ranks, s.nodes * ranks)
-
-
-def _depth_problem(s: JobSpec) -> str | None:
-    f = s.frames
-    if f.schedule_policy in POLICIES_NEEDING_DEPTH and f.micro_batches_per_frame < s.parallelism.pipeline:
-        return _DEPTH % (f.schedule_policy, f.micro_batches_per_frame, s.parallelism.pipeline)
-    return None
-
-
-def _interleaved_problem(s: JobSpec) -> str | None:
-    f = s.frames
-    if f.schedule_policy == "interleaved1f1b" and f.micro_batches_per_frame % s.parallelism.pipeline:
-        return _INTERLEAVED % (f.micro_batches_per_frame, s.parallelism.pipeline)
-    return None
-
-
-def _volume_names(s: JobSpec) -> set[str]:
-    return {str(v.get("name")) for v in s.volumes}
-
-
-def _checkpoint_problem(s: JobSpec) -> str | None:
-    ckpt = s.frames.checkpoint
-    if ckpt is None or ckpt.volume in _volume_names(s):
-        return None
-    return _CKPT_VOLUME % ckpt.volume
-
-
-def _mounts_problem(s: JobSpec) -> str | None:
-    names = _volume_names(s)
-    for i, m in enumerate(s.volume_mounts):
-        if m.name not in names:
-            return f"volumeMounts[{i}] names volume {m.name}, which is not in spec.volumes"
-    return None
-
-
-def _cpu_procs_problem(s: JobSpec) -> str | None:
-    if s.gpus_per_node > 0 or s.procs_per_node is not None:
-        return None
-    return "a CPU job (gpusPerNode 0) needs procsPerNode"
-
-
 _DEPTH_POLICIES_CEL = "[" + ", ".join(f"'{p}'" for p in POLICIES_NEEDING_DEPTH) + "]"
 
 # The renderer adds volumes named hyperframe-* and mounts them at these paths.
 RESERVED_VOLUME_PREFIX: Final = "hyperframe-"
 RESERVED_MOUNT_PATHS: Final[tuple[str, ...]] = ("/dev/shm", CONFIG_MOUNT_PATH, STATUS_TOKEN_DIR)
 _RESERVED_MOUNTS_CEL = "[" + ", ".join(f"'{p}'" for p in RESERVED_MOUNT_PATHS) + "]"
-
-
-def _reserved_volume_problem(s: JobSpec) -> str | None:
-    for i, v in enumerate(s.volumes):
-        if str(v.get("name", "")).startswith(RESERVED_VOLUME_PREFIX):
-            return f"volumes[{i}] is named {v.get('name')}; names starting with {RESERVED_VOLUME_PREFIX} are reserved"
-    return None
-
-
-def _reserved_mount_problem(s: JobSpec) -> str | None:
-    for i, m in enumerate(s.volume_mounts):
-        if m.mount_path in RESERVED_MOUNT_PATHS:
-            return f"volumeMounts[{i}] mounts at {m.mount_path}, where HyperFrame mounts its own volume"
-    return None
-
-
-def _checkpoint_mount_problem(s: JobSpec) -> str | None:
-    ckpt = s.frames.checkpoint
-    if ckpt is None:
-        return None
-    for i, m in enumerate(s.volume_mounts):
-        if m.mount_path == ckpt.path and m.name != ckpt.volume:
-            return f"volumeMounts[{i}] mounts volume {m.name} at the checkpoint path {ckpt.path}, not volume {ckpt.volume}"
-    return None
 
 
 JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
@@ -135,7 +55,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         fix="set procsPerNode to the number of ranks per node",
         field_path=".procsPerNode",
         reason="FieldValueRequired",
-        check=_cpu_procs_problem,
     ),
     Rule(
         cel="self.gpusPerNode == 0 || !has(self.procsPerNode) || self.procsPerNode == self.gpusPerNode",
@@ -144,7 +63,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         message_args=("self.procsPerNode", "self.gpusPerNode"),
         fix="remove procsPerNode",
         field_path=".procsPerNode",
-        check=_procs_problem,
     ),
     Rule(
         cel=f"self.parallelism.pipeline * self.parallelism.data == self.nodes * {_RANKS_CEL}",
@@ -161,7 +79,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         ),
         fix="make pipeline x data equal to the number of ranks",
         field_path=".parallelism",
-        check=_product_problem,
     ),
     Rule(
         cel=f"!(self.frames.schedulePolicy in {_DEPTH_POLICIES_CEL}) "
@@ -175,7 +92,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         ),
         fix="raise frames.microBatchesPerFrame to at least parallelism.pipeline, or use gpipe/hyperframe",
         field_path=".frames.microBatchesPerFrame",
-        check=_depth_problem,
     ),
     Rule(
         cel="self.frames.schedulePolicy != 'interleaved1f1b' "
@@ -185,7 +101,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         message_args=("self.frames.microBatchesPerFrame", "self.parallelism.pipeline"),
         fix="use a multiple of parallelism.pipeline",
         field_path=".frames.microBatchesPerFrame",
-        check=_interleaved_problem,
     ),
     Rule(
         cel="!has(self.frames.checkpoint) || self.volumes.exists(v, v.name == self.frames.checkpoint.volume)",
@@ -194,14 +109,12 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         message_args=("self.frames.checkpoint.volume",),
         fix="add a volume with that name to spec.volumes",
         field_path=".frames.checkpoint.volume",
-        check=_checkpoint_problem,
     ),
     Rule(
         cel="self.volumeMounts.all(m, self.volumes.exists(v, v.name == m.name))",
         message="a volumeMount names a volume that is not in spec.volumes",
         fix="add the volume to spec.volumes or fix the mount's name",
         field_path=".volumeMounts",
-        check=_mounts_problem,
     ),
     Rule(
         cel=f"self.volumes.all(v, !v.name.startsWith('{RESERVED_VOLUME_PREFIX}'))",
@@ -209,7 +122,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         fix="rename the volume (and its mounts)",
         field_path=".volumes",
         reason="FieldValueForbidden",
-        check=_reserved_volume_problem,
     ),
     Rule(
         cel=f"self.volumeMounts.all(m, !(m.mountPath in {_RESERVED_MOUNTS_CEL}))",
@@ -219,7 +131,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         fix="mount it somewhere else; /dev/shm is sized by the runtime's shmSize (or the shmSize override)",
         field_path=".volumeMounts",
         reason="FieldValueForbidden",
-        check=_reserved_mount_problem,
     ),
     Rule(
         cel="!has(self.frames.checkpoint) || self.volumeMounts.all(m, m.mountPath != self.frames.checkpoint.path "
@@ -227,7 +138,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         message="another volume is mounted at the checkpoint path",
         fix="mount frames.checkpoint.volume there, or change frames.checkpoint.path",
         field_path=".frames.checkpoint.path",
-        check=_checkpoint_mount_problem,
     ),
     Rule(
         cel="has(self.procsPerNode) == has(oldSelf.procsPerNode)",
