@@ -211,7 +211,8 @@ def _env_errors(path: str, env: Sequence[EnvVar]) -> Iterator[FieldError]:
             )
         for kind in kinds:
             body = source.get(kind)
-            yield from _env_source_errors(f"{here}.{kind}", kind, body if isinstance(body, Mapping) else {})
+            if isinstance(body, Mapping):  # a wrong type is the core/v1 schema check's to report
+                yield from _env_source_errors(f"{here}.{kind}", kind, body)
 
 
 def _env_source_errors(path: str, kind: str, body: Mapping[str, Any]) -> Iterator[FieldError]:
@@ -262,8 +263,8 @@ def _toleration_errors(path: str, tolerations: Sequence[Toleration]) -> Iterator
                 "set key, or use operator: Exists",
             )
         if t.operator == "Exists" and t.value:
-            yield FieldError(
-                f"{here}.value",
+            yield FieldError(  # at operator, where the API server reports it
+                f"{here}.operator",
                 f'operator Exists with value "{t.value}"',
                 "remove value (Exists matches any value)",
             )
@@ -272,10 +273,10 @@ def _toleration_errors(path: str, tolerations: Sequence[Toleration]) -> Iterator
             if problem:
                 yield FieldError(f"{here}.value", problem, "use the taint's value")
         if t.toleration_seconds is not None and t.effect != "NoExecute":
-            yield FieldError(
-                f"{here}.tolerationSeconds",
-                f"set with effect {t.effect or '(any)'}",
-                "tolerationSeconds applies only to effect NoExecute: set that effect or remove it",
+            yield FieldError(  # at effect, where the API server reports it
+                f"{here}.effect",
+                f"effect {t.effect or '(any)'} with tolerationSeconds set",
+                "tolerationSeconds applies only to effect NoExecute: set that effect or remove tolerationSeconds",
             )
 
 
