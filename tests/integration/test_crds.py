@@ -4,7 +4,8 @@ Covers: both CRDs install and become Established; every example applies and the 
 defaults it exactly as the Python models do; `kubectl get hfj/hfr` shows the printer columns
 (also after a status-subresource update); every server-checkable bad manifest of
 tests/unit/api/bad_jobs.yaml is rejected with a message naming its field (create-time rules and
-the immutability transition rules), and bad runtimes too; and `hyperframe render` output passes server-side dry-run,
+the immutability transition rules), with exactly the field paths `hyperframe render` gives it
+(render evaluates the CRD's own CEL rules), and bad runtimes too; and `hyperframe render` output passes server-side dry-run,
 also when rendered from the stored job (uid, ownerReferences) as the operator does.
 """
 
@@ -23,11 +24,13 @@ from typing import Any
 import pytest
 import yaml
 from hyperframe.api.crd import CRD_FILES
-from hyperframe.api.models import parse_job
-from hyperframe.constants import GROUP, JOB_PLURAL, RUNTIME_PLURAL
+from hyperframe.api.errors import SpecError
+from hyperframe.api.models import job_update_errors, parse_job
+from hyperframe.constants import GROUP, JOB_PLURAL, RUNTIME_PLURAL, VERSION
 from hyperframe.render import RenderContext, render_job
 from hyperframe.render.yamlout import dump_manifests
 from hyperframe_devcluster import Kubectl
+from server_verdict import server_error_paths
 
 pytestmark = pytest.mark.cluster
 
@@ -171,6 +174,42 @@ def test_bad_manifest_is_rejected_naming_the_field(
             kubectl.run("delete", "hfj", name, "-n", shared_namespace, "--wait=false", check=False)
 
 
+def _render_paths(job: dict[str, Any], runtime: dict[str, Any]) -> list[str]:
+    try:
+        render_job(job, runtime, RenderContext())
+    except SpecError as exc:
+        return exc.paths()
+    return []
+
+
+@pytest.mark.parametrize("case", SERVER_CASES, ids=[c["name"] for c in SERVER_CASES])
+def test_server_and_render_give_the_same_verdict_and_field_paths(
+    case: dict[str, Any], kubectl: Kubectl, kubeconfig: Path, shared_namespace: str
+) -> None:
+    # One set of rules: render evaluates the CRD's own CEL rules, so every field path the API
+    # server rejects a bad job for is one render rejects it for, and no other.
+    job, runtime = H.bad_case_objects(case)
+    name = job["metadata"]["name"] = (
+        case.get("job", {}).get("metadata", {}).get("name", f"same-{SERVER_CASES.index(case)}")
+    )
+    collection = f"/apis/{GROUP}/{VERSION}/namespaces/{shared_namespace}/{JOB_PLURAL}"
+    if "update" in case:
+        try:
+            created = apply(kubectl, shared_namespace, [job])
+            assert created.returncode == 0, created.stderr
+            stored = kubectl.json("get", "hfj", name, "-n", shared_namespace)
+            changed = H.patched(stored, case["update"])
+            server = server_error_paths(kubeconfig, collection, changed, update_of=name)
+            render = [e.path for e in job_update_errors(changed, stored)]
+        finally:
+            kubectl.run("delete", "hfj", name, "-n", shared_namespace, "--wait=false", check=False)
+    else:
+        server = server_error_paths(kubeconfig, collection, job)
+        render = _render_paths(job, runtime)
+    assert case["path"] in server, server
+    assert sorted(set(render)) == sorted(set(server))
+
+
 @pytest.mark.parametrize("example", H.example_files())
 def test_render_output_passes_server_dry_run(
     example: str, kubectl: Kubectl, crds: None, namespace: str
@@ -206,7 +245,7 @@ def test_operator_style_render_from_the_stored_job_passes_dry_run(
 def test_server_rejects_what_render_rejects_for_the_cel_product_rule(
     kubectl: Kubectl, crds: None, namespace: str
 ) -> None:
-    # One wording: the CEL messageExpression and the Python check print the same sentence.
+    # One wording: render evaluates the same CEL messageExpression the server prints.
     job, _ = H.example_pair("gpu-pipeline.yaml")
     job = H.patched(job, {"spec": {"parallelism": {"pipeline": 4, "data": 3}}})
     result = apply(kubectl, namespace, [job])

@@ -31,17 +31,17 @@ def _api_helpers() -> ModuleType:
 
 H = _api_helpers()
 POD_LEVEL = [c for c in H.bad_jobs() if c.get("pod_level")]
-# A rule the renderer does not check (the hostPath type enum): only the API server's dry run
+# A rule the renderer does not check (a file mode above 0777): only the API server's dry run
 # refuses it, and its message is mapped back to the job's field.
 SERVER_ONLY = {
-    "name": "host-path-type-unknown",
+    "name": "config-map-mode-too-big",
     "job": {
         "spec": {
-            "volumes": [{"name": "data", "hostPath": {"path": "/data", "type": "Sometimes"}}],
-            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            "volumes": [{"name": "cfg", "configMap": {"name": "cfg", "defaultMode": 4096}}],
+            "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}],
         }
     },
-    "path": "spec.volumes[0].hostPath.type",
+    "path": "spec.volumes[0].configMap.defaultMode",
 }
 
 
@@ -83,6 +83,6 @@ def test_pod_level_mistakes_fail_the_job_naming_its_field_before_anything_is_cre
             assert reason == ("PodRejected" if case is SERVER_ONLY else "InvalidSpec"), (name, st)
             assert _created(kubectl, namespace, name) == [], f"{name}: objects created for a refused job"
         server = status(kubectl, namespace, SERVER_ONLY["name"])["message"]
-        assert 'spec.volumes[0].hostPath.type: Unsupported value: "Sometimes"' in server, server
+        assert "spec.volumes[0].configMap.defaultMode: Invalid value: 4096" in server, server
     finally:
         kubectl.run("delete", "hyperframeruntime", *(r["metadata"]["name"] for _, r in pairs), check=False)

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 import yaml
 from api_helpers import ROOT
-from hyperframe.api.codec import rules_of
 from hyperframe.api.crd import CRD_FILES, job_crd, render_crd_files, runtime_crd
-from hyperframe.api.fields import field_meta, json_name
+from hyperframe.api.fields import field_meta, json_name, rules_of
 from hyperframe.api.introspect import model_fields
 from hyperframe.api.job import JobSpec
 from hyperframe.api.runtime import RuntimeSpec

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +37,7 @@ from hyperframe.render import (
     render_pods,
     render_service,
 )
+from hyperframe.render.core_v1 import SCHEMA_FILE
 
 UID = "11111111-2222-3333-4444-555555555555"
 
@@ -349,7 +351,8 @@ def test_errors_of_job_and_runtime_come_together() -> None:
     rt = patched(rt, {"spec": {"pod": {"shmSize": "huge"}}})
     with pytest.raises(SpecError) as info:
         render_job(job, rt)
-    assert info.value.paths() == ["spec.nodes", "HyperFrameRuntime.spec.pod.shmSize"]
+    # nodes 0 also breaks the parallelism product rule, as on the API server.
+    assert info.value.paths() == ["spec.nodes", "spec.parallelism", "HyperFrameRuntime.spec.pod.shmSize"]
 
 
 def test_namespace_defaults_and_is_used_everywhere() -> None:
@@ -370,3 +373,11 @@ def test_every_example_renders_one_pod_per_node(example: str) -> None:
 def test_render_context_rejects_negative_generation() -> None:
     with pytest.raises(ValueError, match="gang_generation"):
         RenderContext(gang_generation=-1)
+
+
+def test_the_core_v1_schema_is_the_pinned_kubernetes_version() -> None:
+    pins = (Path(__file__).resolve().parents[3] / "cluster" / "versions.env").read_text(encoding="utf-8")
+    pinned = next(
+        line.split("=", 1)[1] for line in pins.splitlines() if line.startswith("KUBERNETES_VERSION=")
+    )
+    assert json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))["kubernetesVersion"] == pinned

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from typing import Any, Final, TypeVar, cast
 
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.fields import FORMATS, FieldMeta, Rule, field_meta, json_name
+from hyperframe.api.fields import FORMATS, FieldMeta, field_meta, json_name
 from hyperframe.api.introspect import Shape, model_fields
 
-__all__ = ["dump", "expectation", "parse", "rules_of"]
+__all__ = ["dump", "expectation", "parse"]
 
 T = TypeVar("T")
 
@@ -29,12 +29,6 @@ class _Invalid:
 _INVALID: Final = _Invalid()
 
 _NO_META = FieldMeta(doc="")
-
-
-def rules_of(cls: type[Any]) -> tuple[Rule, ...]:
-    """The cross-field rules declared on a model class (``__rules__``)."""
-    rules = getattr(cls, "__rules__", ())
-    return tuple(rules)
 
 
 def parse(cls: type[T], obj: Any, *, path: str) -> T:
@@ -158,13 +152,7 @@ def _parse_model(cls: type[Any], obj: Any, path: str, errors: list[FieldError]) 
             ok = False
     if not ok:
         return _INVALID
-    instance = cls(**kwargs)
-    for rule in rules_of(cls):
-        problem = rule.check(instance) if rule.check is not None else None
-        if problem is not None:
-            errors.append(FieldError(path + rule.field_path, problem, rule.fix))
-            ok = False
-    return instance if ok else _INVALID
+    return cls(**kwargs)
 
 
 def _parse_value(shape: Shape, meta: FieldMeta, v: Any, path: str, errors: list[FieldError]) -> Any:

@@ -15,14 +15,14 @@ from typing import Any, Final
 
 import yaml
 
-from hyperframe.api.job import MAX_JOB_NAME_LENGTH, JobSpec
-from hyperframe.api.models import JOB_NAME_PATTERN
-from hyperframe.api.openapi import schema_for_model
+from hyperframe.api.fields import Rule
+from hyperframe.api.job import JOB_NAME_PATTERN, MAX_JOB_NAME_LENGTH, JobSpec
+from hyperframe.api.openapi import cel_rule, schema_for_model
 from hyperframe.api.runtime import RuntimeSpec, RuntimeStatus
 from hyperframe.api.status import JobStatus
 from hyperframe.constants import GROUP, JOB_KIND, JOB_PLURAL, RUNTIME_KIND, RUNTIME_PLURAL, VERSION
 
-__all__ = ["CRD_FILES", "job_crd", "main", "render_crd_files", "runtime_crd"]
+__all__ = ["CRD_FILES", "JOB_NAME_RULES", "job_crd", "main", "render_crd_files", "runtime_crd"]
 
 CRD_FILES: Final = {
     f"{GROUP}_{JOB_PLURAL}.yaml": "job",
@@ -35,6 +35,24 @@ _HEADER: Final = (
 )
 
 
+JOB_NAME_RULES: Final[tuple[Rule, ...]] = (
+    Rule(
+        cel=f"size(self.metadata.name) <= {MAX_JOB_NAME_LENGTH}",
+        message=f"at most {MAX_JOB_NAME_LENGTH} characters, because pod names and hostnames add a generation "
+        "and rank suffix and must stay within 63",
+        fix="use a shorter name",
+        field_path=".metadata.name",
+    ),
+    Rule(
+        cel=f"self.metadata.name.matches('{JOB_NAME_PATTERN}')",
+        message="must be a DNS label starting with a letter (it is also the headless Service name)",
+        fix="use lower-case letters, digits and '-'",
+        field_path=".metadata.name",
+    ),
+)
+"""Rules on the job's name: the root of the schema sees metadata, the spec's rules do not."""
+
+
 def _root(spec: dict[str, Any], status: dict[str, Any], *, description: str) -> dict[str, Any]:
     return {
         "type": "object",
@@ -42,7 +60,8 @@ def _root(spec: dict[str, Any], status: dict[str, Any], *, description: str) -> 
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            # name is declared so that rules can name it in their fieldPath.
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": spec,
             "status": status,
         },
@@ -88,20 +107,7 @@ def job_crd() -> dict[str, Any]:
     status = schema_for_model(JobStatus)
     status["description"] = "Written by the operator."
     schema = _root(spec, status, description="A distributed PyTorch training job (HyperFrame).")
-    schema["x-kubernetes-validations"] = [
-        {
-            "rule": f"size(self.metadata.name) <= {MAX_JOB_NAME_LENGTH}",
-            "message": f"metadata.name: at most {MAX_JOB_NAME_LENGTH} characters, because pod names and hostnames "
-            "add a generation and rank suffix and must stay within 63: use a shorter name",
-            "reason": "FieldValueInvalid",
-        },
-        {
-            "rule": f"self.metadata.name.matches('{JOB_NAME_PATTERN}')",
-            "message": "metadata.name: must be a DNS label starting with a letter (it is also the headless "
-            "Service name): use lower-case letters, digits and '-'",
-            "reason": "FieldValueInvalid",
-        },
-    ]
+    schema["x-kubernetes-validations"] = [cel_rule(r) for r in JOB_NAME_RULES]
     columns = [
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
         {"name": "Nodes", "type": "integer", "jsonPath": ".spec.nodes"},

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from hyperframe.api.codec import expectation, rules_of
-from hyperframe.api.fields import FieldMeta, field_meta, json_name
+from hyperframe.api.codec import expectation
+from hyperframe.api.fields import FieldMeta, field_meta, json_name, rules_of
 from hyperframe.api.introspect import Shape, model_fields
 from hyperframe.api.job import JobSpec
 from hyperframe.api.resolved import ResolvedJobConfig

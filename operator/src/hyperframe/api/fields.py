@@ -7,15 +7,15 @@ declaration drives three consumers, so they cannot drift:
 * :mod:`hyperframe.api.openapi` turns the dataclasses into the CRD's OpenAPI v3 schema;
 * :mod:`hyperframe.api.docgen` writes the field reference in ``docs/api.md``.
 
-Cross-field rules are :class:`Rule` objects: a CEL expression the API server enforces, next to
-the Python check that :func:`hyperframe.api.codec.parse` runs for ``hyperframe render``.
+Cross-field rules are :class:`Rule` objects: a CEL expression with its message, written once.
+The API server enforces it from the CRD, and ``hyperframe render`` and the operator evaluate the
+same generated schema (:mod:`hyperframe.api.schema_rules`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -27,6 +27,7 @@ __all__ = [
     "Rule",
     "field_meta",
     "json_name",
+    "rules_of",
     "spec_field",
 ]
 
@@ -94,27 +95,29 @@ FORMATS: Final[dict[str, Format]] = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rule:
-    """A cross-field rule: CEL for the API server plus the same rule in Python.
+    """A cross-field rule in CEL, with the text a violation prints as ``path: message: fix``.
 
-    ``check`` receives the parsed object and returns ``None`` when the rule holds, otherwise the
-    problem text (with the offending values). Transition rules (``self == oldSelf``) have no
-    Python check: only the API server sees the old object.
+    A rule that reads ``oldSelf`` is a transition rule: it runs on updates only.
     """
 
     cel: str
     message: str
-    """Static message for the API server (used when no message_format)."""
+    """Static message (used when no message_format)."""
     fix: str
-    """How to fix a violation; appended to both messages."""
+    """How to fix a violation; appended to the message."""
     field_path: str = ""
     """Path of the offending field relative to the object, e.g. ``.parallelism``."""
     message_format: str | None = None
-    """Optional message with the actual values, in CEL ``format`` syntax (%d, %s), same wording as
-    ``check``; ``message_args`` are the CEL expressions for the placeholders. (``format`` rather than
+    """Optional message with the actual values, in CEL ``format`` syntax (%d, %s);
+    ``message_args`` are the CEL expressions for the placeholders. (``format`` rather than
     string concatenation, because the API server's cost estimator rejects concatenated messages.)"""
     message_args: tuple[str, ...] = ()
-    check: Callable[[Any], str | None] | None = None
     reason: str = "FieldValueInvalid"
+
+
+def rules_of(cls: type[Any]) -> tuple[Rule, ...]:
+    """The cross-field rules declared on a model class (``__rules__``)."""
+    return tuple(getattr(cls, "__rules__", ()))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

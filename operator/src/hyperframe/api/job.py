@@ -1,7 +1,7 @@
 """HyperFrameJob spec (namespaced, short name hfj): what the ML engineer writes.
 
-Cross-field rules live next to the fields as :class:`~hyperframe.api.fields.Rule` objects: each
-is enforced by the API server (CEL) and by ``hyperframe render`` (Python) with the same wording.
+Cross-field rules live next to the fields as :class:`~hyperframe.api.fields.Rule` objects, in CEL:
+the API server enforces them from the CRD, and ``hyperframe render`` evaluates the same schema.
 """
 
 # spec_field() returns dataclasses.field(...) with metadata; ruff cannot see that.
@@ -26,6 +26,7 @@ from hyperframe.api.kube import EnvVar, Toleration, VolumeMount
 from hyperframe.api.training import TRAINING_JOB_RULES, Training
 
 __all__ = [
+    "JOB_NAME_PATTERN",
     "MAX_JOB_NAME_LENGTH",
     "POLICIES_NEEDING_DEPTH",
     "RESERVED_MOUNT_PATHS",
@@ -54,6 +55,8 @@ __all__ = [
 # Rendered names add "-g<generation>-<rank>" (pod) and "-<rank>" (hostname) to the job name and
 # must stay DNS labels (<= 63 characters): 48 leaves room for 4-digit ranks and 7-digit generations.
 MAX_JOB_NAME_LENGTH: Final = 48
+# The job name is also the headless Service name, so it must be a DNS-1035 label.
+JOB_NAME_PATTERN: Final = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 SchedulePolicy = Literal["hyperframe", "gpipe", "1f1b", "interleaved1f1b", "zbv"]
 LayerSplit = Literal["auto", "even", "measured"]
@@ -132,11 +135,6 @@ class Frames:
             cel="self.layerSplit != 'measured' || self.schedulePolicy != 'interleaved1f1b'",
             message="layerSplit measured splits for one stage per rank or a V, not interleaved1f1b's loop",
             fix="use layerSplit even with interleaved1f1b, or another schedulePolicy",
-            check=lambda f: (
-                "layerSplit measured splits for one stage per rank or a V, not interleaved1f1b's loop"
-                if f.layer_split == "measured" and f.schedule_policy == "interleaved1f1b"
-                else None
-            ),
         ),
     )
 
@@ -209,11 +207,6 @@ class Script:
             cel="has(self.path) != has(self.module)",
             message="exactly one of path or module must be set",
             fix="keep either script.path (a file) or script.module (run as python -m)",
-            check=lambda s: (
-                None
-                if (s.path is None) != (s.module is None)
-                else "exactly one of path or module must be set"
-            ),
         ),
     )
 
@@ -247,11 +240,6 @@ class Entrypoint:
             cel="[has(self.builtin), has(self.module), has(self.script)].filter(x, x).size() == 1",
             message=_ENTRYPOINT_ONE,
             fix="keep one of entrypoint.builtin, entrypoint.module or entrypoint.script",
-            check=lambda e: (
-                None
-                if [e.builtin is not None, e.module is not None, e.script is not None].count(True) == 1
-                else _ENTRYPOINT_ONE
-            ),
         ),
     )
 
@@ -275,11 +263,6 @@ class DataSource:
             cel="has(self.shards) != has(self.factory)",
             message="exactly one of shards or factory must be set",
             fix="keep either data.shards or data.factory",
-            check=lambda d: (
-                None
-                if (d.shards is None) != (d.factory is None)
-                else "exactly one of shards or factory must be set"
-            ),
         ),
     )
 

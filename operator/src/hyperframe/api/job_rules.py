@@ -1,7 +1,5 @@
-"""Cross-field rules of a HyperFrameJob spec: each a CEL rule for the API server next to its Python check.
-
-The problem texts are shared by the CEL messages (``format()``) and the Python checks, so the API
-server and ``hyperframe render`` word a problem the same way.
+"""Cross-field rules of a HyperFrameJob spec, in CEL: the API server enforces them from the CRD,
+and ``hyperframe render`` and the operator evaluate the same rules (hyperframe.api.schema_rules).
 """
 
 from __future__ import annotations
@@ -49,96 +47,12 @@ _CKPT_VOLUME = "volume %s is not in spec.volumes"
 _RANKS_CEL = "(self.gpusPerNode > 0 ? self.gpusPerNode : (has(self.procsPerNode) ? self.procsPerNode : 0))"
 
 
-def _procs_problem(s: JobSpec) -> str | None:
-    if s.gpus_per_node == 0 or s.procs_per_node in (None, s.gpus_per_node):
-        return None
-    return _PROCS_MISMATCH % (s.procs_per_node, s.gpus_per_node)
-
-
-def _product_problem(s: JobSpec) -> str | None:
-    if s.parallelism is None:
-        return None
-    p, d = s.parallelism.pipeline, s.parallelism.data
-    ranks = procs_per_node(s)
-    if p * d == s.nodes * ranks:
-        return None
-    per = "gpusPerNode" if s.gpus_per_node > 0 else "procsPerNode"
-    return _PRODUCT % (p, d, p * d, s.nodes, per, ranks, s.nodes * ranks)
-
-
-def _depth_problem(s: JobSpec) -> str | None:
-    f = s.frames
-    if f is None or s.parallelism is None:
-        return None
-    if f.schedule_policy in POLICIES_NEEDING_DEPTH and f.micro_batches_per_frame < s.parallelism.pipeline:
-        return _DEPTH % (f.schedule_policy, f.micro_batches_per_frame, s.parallelism.pipeline)
-    return None
-
-
-def _interleaved_problem(s: JobSpec) -> str | None:
-    f = s.frames
-    if f is None or s.parallelism is None:
-        return None
-    if f.schedule_policy == "interleaved1f1b" and f.micro_batches_per_frame % s.parallelism.pipeline:
-        return _INTERLEAVED % (f.micro_batches_per_frame, s.parallelism.pipeline)
-    return None
-
-
-def _volume_names(s: JobSpec) -> set[str]:
-    return {str(v.get("name")) for v in s.volumes}
-
-
-def _checkpoint_problem(s: JobSpec) -> str | None:
-    ckpt = checkpoint_of(s)
-    if ckpt is None or ckpt.volume in _volume_names(s):
-        return None
-    return _CKPT_VOLUME % ckpt.volume
-
-
-def _mounts_problem(s: JobSpec) -> str | None:
-    names = _volume_names(s)
-    for i, m in enumerate(s.volume_mounts):
-        if m.name not in names:
-            return f"volumeMounts[{i}] names volume {m.name}, which is not in spec.volumes"
-    return None
-
-
-def _cpu_procs_problem(s: JobSpec) -> str | None:
-    if s.gpus_per_node > 0 or s.procs_per_node is not None:
-        return None
-    return "a CPU job (gpusPerNode 0) needs procsPerNode"
-
-
 _DEPTH_POLICIES_CEL = "[" + ", ".join(f"'{p}'" for p in POLICIES_NEEDING_DEPTH) + "]"
 
 # The renderer adds volumes named hyperframe-* and mounts them at these paths.
 RESERVED_VOLUME_PREFIX: Final = "hyperframe-"
 RESERVED_MOUNT_PATHS: Final[tuple[str, ...]] = ("/dev/shm", CONFIG_MOUNT_PATH, STATUS_TOKEN_DIR)
 _RESERVED_MOUNTS_CEL = "[" + ", ".join(f"'{p}'" for p in RESERVED_MOUNT_PATHS) + "]"
-
-
-def _reserved_volume_problem(s: JobSpec) -> str | None:
-    for i, v in enumerate(s.volumes):
-        if str(v.get("name", "")).startswith(RESERVED_VOLUME_PREFIX):
-            return f"volumes[{i}] is named {v.get('name')}; names starting with {RESERVED_VOLUME_PREFIX} are reserved"
-    return None
-
-
-def _reserved_mount_problem(s: JobSpec) -> str | None:
-    for i, m in enumerate(s.volume_mounts):
-        if m.mount_path in RESERVED_MOUNT_PATHS:
-            return f"volumeMounts[{i}] mounts at {m.mount_path}, where HyperFrame mounts its own volume"
-    return None
-
-
-def _checkpoint_mount_problem(s: JobSpec) -> str | None:
-    ckpt = checkpoint_of(s)
-    if ckpt is None:
-        return None
-    for i, m in enumerate(s.volume_mounts):
-        if m.mount_path == ckpt.path and m.name != ckpt.volume:
-            return f"volumeMounts[{i}] mounts volume {m.name} at the checkpoint path {ckpt.path}, not volume {ckpt.volume}"
-    return None
 
 
 _SCRIPT_CEL = "has(self.entrypoint.script)"
@@ -149,10 +63,6 @@ _SCRIPT_NO_PARALLELISM = "a script lays out its own ranks and takes no spec.para
 _SCRIPT_NO_DATA = "a script reads its own data and takes no spec.data"
 
 
-def _is_script(s: JobSpec) -> bool:
-    return s.entrypoint.script is not None
-
-
 SCRIPT_RULES: Final[tuple[Rule, ...]] = (
     Rule(
         cel=f"{_SCRIPT_CEL} || has(self.frames)",
@@ -160,7 +70,6 @@ SCRIPT_RULES: Final[tuple[Rule, ...]] = (
         fix="add spec.frames (at least frames.frames), or run your own loop with entrypoint.script",
         field_path=".frames",
         reason="FieldValueRequired",
-        check=lambda s: _NEEDS_FRAMES if not _is_script(s) and s.frames is None else None,
     ),
     Rule(
         cel=f"{_SCRIPT_CEL} || has(self.parallelism)",
@@ -168,7 +77,6 @@ SCRIPT_RULES: Final[tuple[Rule, ...]] = (
         fix="add spec.parallelism with pipeline x data equal to the number of ranks",
         field_path=".parallelism",
         reason="FieldValueRequired",
-        check=lambda s: _NEEDS_PARALLELISM if not _is_script(s) and s.parallelism is None else None,
     ),
     Rule(
         cel=f"!{_SCRIPT_CEL} || !has(self.frames)",
@@ -177,7 +85,6 @@ SCRIPT_RULES: Final[tuple[Rule, ...]] = (
         "and checkpoints, and runPolicy.terminationGracePeriodSeconds its time after SIGTERM",
         field_path=".frames",
         reason="FieldValueForbidden",
-        check=lambda s: _SCRIPT_NO_FRAMES if _is_script(s) and s.frames is not None else None,
     ),
     Rule(
         cel=f"!{_SCRIPT_CEL} || !has(self.parallelism)",
@@ -185,7 +92,6 @@ SCRIPT_RULES: Final[tuple[Rule, ...]] = (
         fix="remove spec.parallelism; torchrun gives the script WORLD_SIZE = nodes x ranks per node",
         field_path=".parallelism",
         reason="FieldValueForbidden",
-        check=lambda s: _SCRIPT_NO_PARALLELISM if _is_script(s) and s.parallelism is not None else None,
     ),
     Rule(
         cel=f"!{_SCRIPT_CEL} || !has(self.data)",
@@ -193,7 +99,6 @@ SCRIPT_RULES: Final[tuple[Rule, ...]] = (
         fix="remove spec.data; mount the data with spec.volumes and spec.volumeMounts and pass its path in entrypoint.script.args",
         field_path=".data",
         reason="FieldValueForbidden",
-        check=lambda s: _SCRIPT_NO_DATA if _is_script(s) and s.data is not None else None,
     ),
 )
 """What a script job takes and what it does not (frames, parallelism and data are the runtime's)."""
@@ -207,7 +112,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         fix="set procsPerNode to the number of ranks per node",
         field_path=".procsPerNode",
         reason="FieldValueRequired",
-        check=_cpu_procs_problem,
     ),
     Rule(
         cel="self.gpusPerNode == 0 || !has(self.procsPerNode) || self.procsPerNode == self.gpusPerNode",
@@ -216,7 +120,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         message_args=("self.procsPerNode", "self.gpusPerNode"),
         fix="remove procsPerNode",
         field_path=".procsPerNode",
-        check=_procs_problem,
     ),
     Rule(
         cel=f"!has(self.parallelism) || self.parallelism.pipeline * self.parallelism.data == self.nodes * {_RANKS_CEL}",
@@ -233,7 +136,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         ),
         fix="make pipeline x data equal to the number of ranks",
         field_path=".parallelism",
-        check=_product_problem,
     ),
     Rule(
         cel=f"!has(self.frames) || !has(self.parallelism) || !(self.frames.schedulePolicy in {_DEPTH_POLICIES_CEL}) "
@@ -247,7 +149,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         ),
         fix="raise frames.microBatchesPerFrame to at least parallelism.pipeline, or use gpipe/hyperframe",
         field_path=".frames.microBatchesPerFrame",
-        check=_depth_problem,
     ),
     Rule(
         cel="!has(self.frames) || !has(self.parallelism) || self.frames.schedulePolicy != 'interleaved1f1b' "
@@ -257,7 +158,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         message_args=("self.frames.microBatchesPerFrame", "self.parallelism.pipeline"),
         fix="use a multiple of parallelism.pipeline",
         field_path=".frames.microBatchesPerFrame",
-        check=_interleaved_problem,
     ),
     Rule(
         cel="!has(self.frames) || !has(self.frames.checkpoint) || self.volumes.exists(v, v.name == self.frames.checkpoint.volume)",
@@ -266,14 +166,12 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         message_args=("self.frames.checkpoint.volume",),
         fix="add a volume with that name to spec.volumes",
         field_path=".frames.checkpoint.volume",
-        check=_checkpoint_problem,
     ),
     Rule(
         cel="self.volumeMounts.all(m, self.volumes.exists(v, v.name == m.name))",
         message="a volumeMount names a volume that is not in spec.volumes",
         fix="add the volume to spec.volumes or fix the mount's name",
         field_path=".volumeMounts",
-        check=_mounts_problem,
     ),
     Rule(
         cel=f"self.volumes.all(v, !v.name.startsWith('{RESERVED_VOLUME_PREFIX}'))",
@@ -281,7 +179,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         fix="rename the volume (and its mounts)",
         field_path=".volumes",
         reason="FieldValueForbidden",
-        check=_reserved_volume_problem,
     ),
     Rule(
         cel=f"self.volumeMounts.all(m, !(m.mountPath in {_RESERVED_MOUNTS_CEL}))",
@@ -291,7 +188,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         fix="mount it somewhere else; /dev/shm is sized by the runtime's shmSize (or the shmSize override)",
         field_path=".volumeMounts",
         reason="FieldValueForbidden",
-        check=_reserved_mount_problem,
     ),
     Rule(
         cel="!has(self.frames) || !has(self.frames.checkpoint) || self.volumeMounts.all(m, m.mountPath != self.frames.checkpoint.path "
@@ -299,7 +195,6 @@ JOB_SPEC_RULES: Final[tuple[Rule, ...]] = (
         message="another volume is mounted at the checkpoint path",
         fix="mount frames.checkpoint.volume there, or change frames.checkpoint.path",
         field_path=".frames.checkpoint.path",
-        check=_checkpoint_mount_problem,
     ),
     Rule(
         cel="has(self.procsPerNode) == has(oldSelf.procsPerNode)",

@@ -16,15 +16,9 @@ from typing import Any, ClassVar, Literal
 from hyperframe.api.fields import Rule, spec_field
 from hyperframe.constants import RESERVED_ENV
 
-__all__ = ["EnvVar", "Toleration", "VolumeMount", "reserved_env_problem"]
+__all__ = ["EnvVar", "Toleration", "VolumeMount"]
 
 _RESERVED_CEL = "[" + ", ".join(f"'{n}'" for n in sorted(RESERVED_ENV)) + "]"
-
-
-def reserved_env_problem(name: str) -> str | None:
-    if name in RESERVED_ENV:
-        return f"{name} is reserved: HyperFrame sets it in every pod"
-    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,17 +34,11 @@ class EnvVar:
             fix="remove it; HyperFrame sets the rendezvous variables (MASTER_ADDR, WORLD_SIZE, PET_*) itself",
             field_path=".name",
             reason="FieldValueForbidden",
-            check=lambda e: reserved_env_problem(e.name),
         ),
         Rule(
             cel="!(has(self.value) && has(self.valueFrom))",
             message="value and valueFrom are both set",
             fix="set only one of them",
-            check=lambda e: (
-                "value and valueFrom are both set"
-                if e.value is not None and e.value_from is not None
-                else None
-            ),
         ),
     )
 

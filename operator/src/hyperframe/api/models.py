@@ -1,34 +1,39 @@
 """The two HyperFrame kinds as frozen dataclasses, parsed from plain dicts.
 
 ``parse_job`` / ``parse_runtime`` accept the whole Kubernetes object (as kubectl, kopf or a YAML
-file give it), apply the same defaults as the CRD schema, and raise
-:class:`~hyperframe.api.errors.SpecError` with *every* problem, each naming its field path.
+file give it), apply the same defaults as the CRD schema, evaluate the CRD's own CEL rules
+(:mod:`hyperframe.api.schema_rules`) and raise :class:`~hyperframe.api.errors.SpecError` with
+*every* problem, each naming its field path.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from hyperframe.api.codec import parse
+from hyperframe.api.crd import job_crd, runtime_crd
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.job import MAX_JOB_NAME_LENGTH, JobSpec
+from hyperframe.api.job import JobSpec
 from hyperframe.api.runtime import RuntimeSpec
+from hyperframe.api.schema_rules import check_rules, prepare
 from hyperframe.constants import API_VERSION, JOB_KIND, RUNTIME_KIND
 
 __all__ = [
     "HyperFrameJob",
     "HyperFrameRuntime",
     "ObjectMeta",
+    "job_update_errors",
     "parse_job",
     "parse_job_and_runtime",
     "parse_runtime",
 ]
 
-# The job name is also the headless Service name, so it must be a DNS-1035 label.
-JOB_NAME_PATTERN: Final = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+# The API server's own check of a cluster-scoped object's name (a DNS-1123 subdomain); the job's
+# name has CEL rules in the CRD instead (hyperframe.api.crd.JOB_NAME_RULES).
 RUNTIME_NAME_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
@@ -72,9 +77,7 @@ def _check_type(obj: Mapping[str, Any], kind: str, errors: list[FieldError]) -> 
         errors.append(FieldError("kind", f'expected "{kind}", got {obj.get("kind")!r}', f"set kind: {kind}"))
 
 
-def _parse_meta(
-    obj: Mapping[str, Any], pattern: str, max_len: int, errors: list[FieldError]
-) -> ObjectMeta | None:
+def _parse_meta(obj: Mapping[str, Any], pattern: str | None, errors: list[FieldError]) -> ObjectMeta | None:
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):
         errors.append(FieldError("metadata", "missing", "add metadata with a name"))
@@ -83,31 +86,18 @@ def _parse_meta(
     if not isinstance(name, str) or not name:
         errors.append(FieldError("metadata.name", "missing", "give the object a name"))
         return None
-    ok = True
-    if len(name) > max_len:
+    if pattern is not None and (len(name) > 253 or not re.fullmatch(pattern, name)):
         errors.append(
             FieldError(
                 "metadata.name",
-                f"{name!r} is {len(name)} characters; rendered pod names and hostnames add a generation and "
-                f"rank suffix and must stay within 63",
-                f"use a name of at most {max_len} characters",
+                f"{name!r} is not a DNS-1123 subdomain",
+                "use at most 253 lower-case letters, digits, '-' and '.', starting and ending with a letter or digit",
             )
         )
-        ok = False
-    if not re.fullmatch(pattern, name):
-        errors.append(
-            FieldError(
-                "metadata.name",
-                f"{name!r} is not a DNS label",
-                "use lower-case letters, digits and '-', starting with a letter and ending with a letter or digit",
-            )
-        )
-        ok = False
+        return None
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     generation = meta.get("generation")
-    if not ok:
-        return None
     return ObjectMeta(
         name=name,
         namespace=meta.get("namespace") or None,
@@ -118,6 +108,37 @@ def _parse_meta(
     )
 
 
+@functools.cache
+def _schema(kind: str) -> Mapping[str, Any]:
+    crd = job_crd() if kind == JOB_KIND else runtime_crd()
+    schema: Mapping[str, Any] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _rule_errors(
+    kind: str, obj: Mapping[str, Any], known: list[FieldError], old: Mapping[str, Any] | None = None
+) -> list[FieldError]:
+    """The CRD's CEL rules on metadata and spec, as the API server evaluates them on a create
+    (or, given the stored object ``old``, on an update: with the transition rules)."""
+    schema = _schema(kind)
+
+    def checked(o: Mapping[str, Any]) -> Any:
+        return prepare(schema, {"metadata": o.get("metadata"), "spec": o.get("spec")})
+
+    return check_rules(
+        schema, checked(obj), "", old=None if old is None else checked(old), known_errors=known
+    )
+
+
+def job_update_errors(obj: Mapping[str, Any], old: Mapping[str, Any]) -> list[FieldError]:
+    """Every problem of ``obj`` as an update of the stored job ``old`` (immutable fields too)."""
+    try:
+        parse_job(obj)
+    except SpecError as exc:
+        return exc.errors
+    return _rule_errors(JOB_KIND, obj, [], old)
+
+
 def parse_job(obj: Any) -> HyperFrameJob:
     """Parse and validate a whole HyperFrameJob object (``spec`` defaults applied)."""
     if not isinstance(obj, Mapping):
@@ -126,12 +147,13 @@ def parse_job(obj: Any) -> HyperFrameJob:
         )
     errors: list[FieldError] = []
     _check_type(obj, JOB_KIND, errors)
-    meta = _parse_meta(obj, JOB_NAME_PATTERN, MAX_JOB_NAME_LENGTH, errors)
+    meta = _parse_meta(obj, None, errors)
     spec: JobSpec | None = None
     try:
         spec = parse(JobSpec, obj.get("spec"), path="spec")
     except SpecError as exc:
         errors.extend(exc.errors)
+    errors.extend(_rule_errors(JOB_KIND, obj, errors))
     if errors or meta is None or spec is None:
         raise SpecError(errors)
     status = obj.get("status")
@@ -150,12 +172,13 @@ def parse_runtime(obj: Any) -> HyperFrameRuntime:
         )
     errors: list[FieldError] = []
     _check_type(obj, RUNTIME_KIND, errors)
-    meta = _parse_meta(obj, RUNTIME_NAME_PATTERN, 253, errors)
+    meta = _parse_meta(obj, RUNTIME_NAME_PATTERN, errors)
     spec: RuntimeSpec | None = None
     try:
         spec = parse(RuntimeSpec, obj.get("spec"), path="spec")
     except SpecError as exc:
         errors.extend(exc.errors)
+    errors.extend(_rule_errors(RUNTIME_KIND, obj, errors))
     if errors or meta is None or spec is None:
         raise SpecError(errors)
     return HyperFrameRuntime(metadata=meta, spec=spec)

@@ -12,8 +12,7 @@ import dataclasses
 import json
 from typing import Any
 
-from hyperframe.api.codec import rules_of
-from hyperframe.api.fields import FORMATS, FieldMeta, Rule, field_meta, json_name
+from hyperframe.api.fields import FORMATS, FieldMeta, Rule, field_meta, json_name, rules_of
 from hyperframe.api.introspect import Shape, model_fields
 
 __all__ = ["cel_rule", "schema_for_model"]

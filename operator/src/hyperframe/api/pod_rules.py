@@ -44,14 +44,9 @@ VOLUME_SOURCES: Final = frozenset(
         "storageos", "csi", "ephemeral", "image",
     }
 )  # fmt: skip
-# The required name field of the sources people pass most (others are left to the API server).
-_SOURCE_REQUIRED: Final[Mapping[str, str]] = {
-    "persistentVolumeClaim": "claimName",
-    "configMap": "name",
-    "secret": "secretName",
-    "hostPath": "path",
-    "csi": "driver",
-}
+# Names the validation requires although the schema does not mark them required (the schema's
+# required fields, types, enums and unknown fields are render's core/v1 check).
+_SOURCE_REQUIRED: Final[Mapping[str, str]] = {"configMap": "name", "secret": "secretName"}
 _ENV_SOURCES: Final = ("fieldRef", "resourceFieldRef", "configMapKeyRef", "secretKeyRef", "fileKeyRef")
 # validation.validEnvDownwardAPIFieldPathExpressions (labels/annotations are checked by pattern).
 _ENV_FIELD_PATHS: Final = frozenset(
@@ -121,13 +116,7 @@ def _volume_errors(volumes: Sequence[Mapping[str, Any]]) -> Iterator[FieldError]
                 f"{path}.name", f'"{name}" is not a DNS-1123 label', "use lower-case letters, digits and -"
             )
         keys = [k for k in volume if k != "name"]
-        unknown = [k for k in keys if k not in VOLUME_SOURCES]
-        for key in unknown:
-            yield FieldError(
-                f"{path}.{key}",
-                "not a volume source (the API server would drop it)",
-                "use a core/v1 volume source, e.g. persistentVolumeClaim, configMap, secret, emptyDir",
-            )
+        unknown = [k for k in keys if k not in VOLUME_SOURCES]  # the core/v1 check names them
         sources = [k for k in keys if k in VOLUME_SOURCES]
         if not sources and not unknown:
             yield FieldError(
@@ -145,11 +134,7 @@ def _volume_errors(volumes: Sequence[Mapping[str, Any]]) -> Iterator[FieldError]
 
 def _source_errors(path: str, source: str, body: object) -> Iterator[FieldError]:
     if not isinstance(body, Mapping):
-        if source != "emptyDir" or body is not None:
-            yield FieldError(
-                path, f"expected an object, got {body!r:.40}", f"write the {source} fields under it"
-            )
-        return
+        return  # the core/v1 check reports the type
     required = _SOURCE_REQUIRED.get(source)
     if required and not body.get(required):
         yield FieldError(f"{path}.{required}", "missing", f"set {required}")
@@ -158,11 +143,9 @@ def _source_errors(path: str, source: str, body: object) -> Iterator[FieldError]
             f"{path}.path", f"{body['path']} is not an absolute path", "use a path starting with /"
         )
     for j, item in enumerate(body.get("items") or ()):
-        if not isinstance(item, Mapping):
-            continue
-        problem = _relative_path_problem(str(item.get("path", "")))
-        if not item.get("path"):
-            problem = "missing"
+        if not isinstance(item, Mapping) or not item.get("path"):
+            continue  # a missing path is the core/v1 check's
+        problem = _relative_path_problem(str(item["path"]))
         if problem:
             yield FieldError(
                 f"{path}.items[{j}].path", problem, "use a relative path inside the volume, without .."
@@ -199,9 +182,7 @@ def _env_errors(path: str, env: Sequence[EnvVar]) -> Iterator[FieldError]:
         if source is None:
             continue
         here = f"{path}[{i}].valueFrom"
-        unknown = [k for k in source if k not in _ENV_SOURCES]
-        for key in unknown:
-            yield FieldError(f"{here}.{key}", "not an env source", "use one of " + ", ".join(_ENV_SOURCES))
+        unknown = [k for k in source if k not in _ENV_SOURCES]  # the core/v1 check names them
         kinds = [k for k in source if k in _ENV_SOURCES]
         if len(kinds) != 1 and not unknown:
             yield FieldError(
@@ -211,7 +192,8 @@ def _env_errors(path: str, env: Sequence[EnvVar]) -> Iterator[FieldError]:
             )
         for kind in kinds:
             body = source.get(kind)
-            yield from _env_source_errors(f"{here}.{kind}", kind, body if isinstance(body, Mapping) else {})
+            if isinstance(body, Mapping):  # a wrong type is the core/v1 schema check's to report
+                yield from _env_source_errors(f"{here}.{kind}", kind, body)
 
 
 def _env_source_errors(path: str, kind: str, body: Mapping[str, Any]) -> Iterator[FieldError]:
@@ -224,9 +206,7 @@ def _env_source_errors(path: str, kind: str, body: Mapping[str, Any]) -> Iterato
             yield FieldError(
                 f"{path}.name", f'"{name}" is not a DNS-1123 subdomain', f"use the {what}'s name"
             )
-        if not key:
-            yield FieldError(f"{path}.key", "missing", f"name the key in the {what}")
-        elif not _matches(_CONFIG_KEY, key):
+        if key and not _matches(_CONFIG_KEY, key):  # a missing key is the core/v1 check's
             yield FieldError(f"{path}.key", f'"{key}" is not a valid key', "use letters, digits, -, _ and .")
     elif kind == "fieldRef":
         field_path = str(body.get("fieldPath") or "")
@@ -262,8 +242,8 @@ def _toleration_errors(path: str, tolerations: Sequence[Toleration]) -> Iterator
                 "set key, or use operator: Exists",
             )
         if t.operator == "Exists" and t.value:
-            yield FieldError(
-                f"{here}.value",
+            yield FieldError(  # at operator, where the API server reports it
+                f"{here}.operator",
                 f'operator Exists with value "{t.value}"',
                 "remove value (Exists matches any value)",
             )
@@ -272,10 +252,10 @@ def _toleration_errors(path: str, tolerations: Sequence[Toleration]) -> Iterator
             if problem:
                 yield FieldError(f"{here}.value", problem, "use the taint's value")
         if t.toleration_seconds is not None and t.effect != "NoExecute":
-            yield FieldError(
-                f"{here}.tolerationSeconds",
-                f"set with effect {t.effect or '(any)'}",
-                "tolerationSeconds applies only to effect NoExecute: set that effect or remove it",
+            yield FieldError(  # at effect, where the API server reports it
+                f"{here}.effect",
+                f"effect {t.effect or '(any)'} with tolerationSeconds set",
+                "tolerationSeconds applies only to effect NoExecute: set that effect or remove tolerationSeconds",
             )
 
 

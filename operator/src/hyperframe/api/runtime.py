@@ -249,11 +249,6 @@ class RuntimeSpec:
             "e.g. registry.example.com/ml/",
             field_path=".images.allowedPrefixes",
             reason="FieldValueRequired",
-            check=lambda s: (
-                "allowing jobs their own image needs images.allowedPrefixes"
-                if "image" in s.allowed_overrides and not s.images.allowed_prefixes
-                else None
-            ),
         ),
         Rule(
             cel="self.gang.podGroup != 'SchedulerPlugins' || has(self.pod.schedulerName)",
@@ -261,20 +256,12 @@ class RuntimeSpec:
             fix="set pod.schedulerName to the scheduler-plugins scheduler (e.g. scheduler-plugins-scheduler)",
             field_path=".pod.schedulerName",
             reason="FieldValueRequired",
-            check=lambda s: (
-                "a scheduler-plugins PodGroup only works with the coscheduling scheduler"
-                if s.gang.pod_group == "SchedulerPlugins" and s.pod.scheduler_name is None
-                else None
-            ),
         ),
         Rule(
             cel="self.accelerator != 'cpu' || !self.pod.rdma.enabled",
             message="a cpu profile cannot enable RDMA",
             fix="set pod.rdma.enabled: false or accelerator: nvidia-gpu",
             field_path=".pod.rdma.enabled",
-            check=lambda s: (
-                "a cpu profile cannot enable RDMA" if s.accelerator == "cpu" and s.pod.rdma.enabled else None
-            ),
         ),
     )
 

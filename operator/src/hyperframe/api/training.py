@@ -13,12 +13,9 @@ checked on the job spec.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Final, Literal
+from typing import ClassVar, Final, Literal
 
 from hyperframe.api.fields import Rule, spec_field
-
-if TYPE_CHECKING:
-    from hyperframe.api.job import JobSpec
 
 __all__ = ["TRAINING_JOB_RULES", "LrScheduleKind", "OptimizerName", "Precision", "Training"]
 
@@ -32,22 +29,6 @@ _BETAS = "betas must be two numbers in [0, 1)"
 _MOMENTUM = "momentum (%s) must be below 1"
 _WARMUP = "training.warmupFrames (%d) is more than frames.frames (%d)"
 _BF16 = "training.precision bf16 runs on GPUs, but gpusPerNode is 0"
-
-
-def _lr_problem(t: Training) -> str | None:
-    return None if t.lr > 0 else _LR % t.lr
-
-
-def _min_lr_problem(t: Training) -> str | None:
-    return None if t.min_lr <= t.lr else _MIN_LR % (t.min_lr, t.lr)
-
-
-def _betas_problem(t: Training) -> str | None:
-    return None if len(t.betas) == 2 and all(0 <= b < 1 for b in t.betas) else _BETAS
-
-
-def _momentum_problem(t: Training) -> str | None:
-    return None if t.momentum < 1 else _MOMENTUM % t.momentum
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,7 +46,6 @@ class Training:
             message_args=("string(self.lr)",),
             fix="set a positive learning rate, e.g. 0.0003",
             field_path=".lr",
-            check=_lr_problem,
         ),
         Rule(
             cel="!has(self.minLr) || !has(self.lr) || self.minLr <= self.lr",
@@ -74,14 +54,12 @@ class Training:
             message_args=("string(self.minLr)", "string(self.lr)"),
             fix="set minLr at most lr (the schedule decays from lr to minLr)",
             field_path=".minLr",
-            check=_min_lr_problem,
         ),
         Rule(
             cel="!has(self.betas) || self.betas.all(b, b >= 0.0 && b < 1.0)",
             message=_BETAS,
             fix="use e.g. [0.9, 0.95]",
             field_path=".betas",
-            check=_betas_problem,
         ),
         Rule(
             cel="!has(self.momentum) || self.momentum < 1.0",
@@ -90,7 +68,6 @@ class Training:
             message_args=("string(self.momentum)",),
             fix="use a momentum in [0, 1), e.g. 0.9",
             field_path=".momentum",
-            check=_momentum_problem,
         ),
     )
 
@@ -145,17 +122,6 @@ class Training:
     )
 
 
-def _warmup_problem(s: JobSpec) -> str | None:
-    t = s.training
-    if s.frames is None:
-        return None
-    return None if t.warmup_frames <= s.frames.frames else _WARMUP % (t.warmup_frames, s.frames.frames)
-
-
-def _bf16_problem(s: JobSpec) -> str | None:
-    return _BF16 if s.training.precision == "bf16" and s.gpus_per_node == 0 else None
-
-
 TRAINING_JOB_RULES: Final[tuple[Rule, ...]] = (
     Rule(
         cel="!has(self.training) || !has(self.frames) || self.training.warmupFrames <= self.frames.frames",
@@ -164,14 +130,12 @@ TRAINING_JOB_RULES: Final[tuple[Rule, ...]] = (
         message_args=("self.training.warmupFrames", "self.frames.frames"),
         fix="shorten the warmup or train more frames",
         field_path=".training.warmupFrames",
-        check=_warmup_problem,
     ),
     Rule(
         cel="!has(self.training) || self.training.precision != 'bf16' || self.gpusPerNode > 0",
         message=_BF16,
         fix="use precision fp32 (or auto) for a CPU job",
         field_path=".training.precision",
-        check=_bf16_problem,
     ),
 )
 """Rules of spec.training that read other parts of the job spec."""

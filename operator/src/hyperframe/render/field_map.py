@@ -18,7 +18,7 @@ from hyperframe.render.context import RenderContext
 from hyperframe.render.pod import builtin_volumes_and_mounts, rendezvous_env
 from hyperframe.render.prepare import Prepared, prepare
 
-__all__ = ["job_field_of_pod_field"]
+__all__ = ["job_field_of_pod_field", "job_field_of_prepared"]
 
 _CONTAINER = r"spec\.(?:initContainers|containers)\[\d+\]"
 _MOUNT = re.compile(rf"^{_CONTAINER}\.volumeMounts\[(\d+)\](.*)$")
@@ -34,6 +34,11 @@ def job_field_of_pod_field(
 ) -> str | None:
     """The job (or runtime) field a rendered pod's ``pod_field`` came from, or None."""
     return _map(prepare(job, runtime, ctx), pod_field)
+
+
+def job_field_of_prepared(p: Prepared, pod_field: str) -> str | None:
+    """:func:`job_field_of_pod_field` of an already prepared job."""
+    return _map(p, pod_field)
 
 
 def _map(p: Prepared, field: str) -> str | None:
@@ -59,6 +64,8 @@ def _map(p: Prepared, field: str) -> str | None:
             else f"{_RUNTIME_POD}.tolerations"
         )
         return base + m.group(1)
+    if field.startswith("metadata.labels") and spec.queue_name is not None:
+        return "spec.queueName"  # the one label a job's own value fills in (Kueue's queue name)
     if m := _NODE_SELECTOR.match(field):
         base = (
             "spec.runtimeOverrides.nodeSelector"
