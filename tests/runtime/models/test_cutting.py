@@ -150,3 +150,29 @@ def test_tied_copies_on_two_stages_of_one_rank_get_the_summed_gradient() -> None
     assert torch.equal(head.weight.grad, torch.full((2, 3), 3.0))
     counted, copies = norm_params(stages, [tie])
     assert [id(p) for p in counted] == [id(embed.weight)] and [id(p) for p in copies] == [id(head.weight)]
+
+
+def _saved_tensors_and_grads(stage: nn.Module, x: torch.Tensor) -> tuple[int, dict[str, torch.Tensor]]:
+    saved = 0
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        nonlocal saved
+        saved += 1
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = stage(x)
+    out.float().pow(2).mean().backward()
+    return saved, {n: p.grad.clone() for n, p in stage.named_parameters() if p.grad is not None}
+
+
+def test_activation_checkpointing_recomputes_each_block_with_the_same_gradients() -> None:
+    x = torch.randint(0, 32, (2, 8))
+    plain = load_model_spec(_config()).build_layers(0, 1, range(0, 4))
+    recomputed = load_model_spec(_config(activation_checkpointing=True)).build_layers(0, 1, range(0, 4))
+    saved_plain, grads_plain = _saved_tensors_and_grads(plain, x)
+    saved_recomputed, grads_recomputed = _saved_tensors_and_grads(recomputed, x)
+    assert saved_recomputed < saved_plain  # only each block's input is kept in the forward
+    assert grads_recomputed.keys() == grads_plain.keys()
+    for name, grad in grads_plain.items():
+        assert torch.allclose(grads_recomputed[name], grad, atol=1e-6), name

@@ -13,7 +13,8 @@ real and small). A stage is copied from it with only its own modules (``copy.dee
 other modules mapped away in the memo), its meta parameters are then allocated on the CPU
 (:func:`materialize`) and either initialised (:func:`init_weights`: every submodule, children
 first, under a seed of the job seed and its name, so a weight is the same however the model is
-split) or read from safetensors files (:func:`load_weights`: only the stage's tensors).
+split) or read from safetensors files (:func:`load_weights`: only the stage's tensors). With
+``activation_checkpointing`` every block is recomputed in the backward (:func:`recompute_blocks`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import torch
 from torch import nn
 from torch.nn.modules.module import register_module_parameter_registration_hook
+from torch.utils.checkpoint import checkpoint
 
 from hyperframe_runtime.models.spec import ModelLoadError, ModelSpec, TiedWeight
 from hyperframe_runtime.models.torch_model import TorchModel
@@ -44,6 +46,7 @@ __all__ = [
     "materialize",
     "meta_parameters",
     "plan_cuts",
+    "recompute_blocks",
     "stage_module",
     "torch_model_spec",
 ]
@@ -223,6 +226,26 @@ def stage_module(model: nn.Module, plan: CutPlan, pieces: range, *, first: bool,
     return stage
 
 
+class _Recomputed:
+    """A block's forward run under ``torch.utils.checkpoint`` (non-reentrant) when grads are on."""
+
+    def __init__(self, forward: Callable[..., Any]) -> None:
+        self.forward = forward
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():
+            return self.forward(*args, **kwargs)
+        return checkpoint(self.forward, *args, use_reentrant=False, **kwargs)
+
+
+def recompute_blocks(stage: nn.Module, plan: CutPlan) -> None:
+    """Activation checkpointing per block: each entry of the stage's container keeps only its
+    inputs in the forward and recomputes the rest in the backward. The block's own ``forward`` is
+    wrapped on the instance, so its parameter names do not change."""
+    for block in stage.get_submodule(plan.container).children():
+        block.forward = _Recomputed(block.forward)
+
+
 def materialize(module: nn.Module) -> None:
     """Allocate ``module``'s meta parameters on the CPU, uninitialised, in place; a parameter
     that two submodules share stays shared."""
@@ -390,6 +413,8 @@ def torch_model_spec(model: TorchModel, config: TrainConfig, where: str) -> Mode
     def empty(stage: int, num_stages: int, pieces: range) -> nn.Module:
         built = stage_module(model.module, plan, pieces, first=stage == 0, last=stage == num_stages - 1)
         materialize(built)
+        if config.activation_checkpointing:
+            recompute_blocks(built, plan)
         return built
 
     def build(stage: int, num_stages: int, pieces: range) -> nn.Module:
