@@ -22,6 +22,7 @@ import pytest
 import torch
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.models import TiedWeight, init_weights, load_model_spec
+from hyperframe_runtime.models.cutting import meta_parameters
 from hyperframe_runtime.models.spec import ModelLoadError
 from hyperframe_runtime.pipeline.candidates import candidate_plans
 from hyperframe_runtime.pipeline.stages import StageContext
@@ -47,6 +48,10 @@ def _config(**over: object) -> TrainConfig:
 def test_the_factory_builds_on_meta_and_each_stage_holds_only_its_own_modules() -> None:
     import plain_model
 
+    with meta_parameters():  # as load_model_spec calls the factory
+        made = plain_model.build(_config())
+    assert all(p.is_meta for p in made.module.parameters())
+    assert made.module.layers[0].up.weight.shape == (32, 16)
     spec = load_model_spec(_config())
     assert spec.num_layers == 4 and spec.has_layer_hook
     first, last = spec.build_layers(0, 2, range(0, 1)), spec.build_layers(1, 2, range(1, 4))
@@ -176,3 +181,34 @@ def test_activation_checkpointing_recomputes_each_block_with_the_same_gradients(
     assert grads_recomputed.keys() == grads_plain.keys()
     for name, grad in grads_plain.items():
         assert torch.allclose(grads_recomputed[name], grad, atol=1e-6), name
+
+
+def test_hf_weights_saved_in_bf16_load_into_fp32_stages_and_bad_args_are_config_errors(
+    tmp_path: Path,
+) -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    tiny = AutoConfig.for_model(
+        "llama",
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=64,
+        max_position_embeddings=16,
+    )
+    AutoModelForCausalLM.from_config(tiny).to(torch.bfloat16).save_pretrained(tmp_path / "w")
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "w", dtype=torch.bfloat16)
+    hf = "hyperframe_runtime.models.hf:causal_lm"
+    spec = load_model_spec(
+        TrainConfig(model=hf, model_args={"path": str(tmp_path / "w")}, data_shards="/shards")
+    )
+    stage = spec.build_layers(0, 1, range(0, 2))
+    want = dict(saved.named_parameters())
+    for name, param in stage.named_parameters():
+        assert param.dtype == torch.float32 and torch.equal(param.to(torch.bfloat16), want[name]), name
+    with pytest.raises(ModelLoadError, match=r"model_args\): give config .* or path"):
+        load_model_spec(TrainConfig(model=hf, model_args={}, data_shards="/shards"))
+    with pytest.raises(ModelLoadError, match=r"model_args\)\.path: .* has no config\.json"):
+        load_model_spec(TrainConfig(model=hf, model_args={"path": str(tmp_path)}, data_shards="/shards"))

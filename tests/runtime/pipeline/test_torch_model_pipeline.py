@@ -7,7 +7,8 @@ placement (one stage per rank with 1F1B, the V with ZBV, the looped placement wi
 Interleaved1F1B, a placement change between frames, and the measured layer split): the
 per-frame losses must equal the same model trained unpipelined in one process (the Hugging Face
 models' own forward, for the HF cases). Tiny weights saved with ``save_pretrained`` load on the
-stages: frame 0's loss equals the loss of ``from_pretrained`` of the same directory.
+stages: frame 0's loss equals the loss of ``from_pretrained`` of the same directory, and a run
+resumed from a snapshot continues the uninterrupted run's losses.
 """
 
 from __future__ import annotations
@@ -134,11 +135,14 @@ def _run(
     monkeypatch.setenv("PYTHONPATH", str(USER_MODELS))
     monkeypatch.syspath_prepend(str(USER_MODELS))
     payload = []
+    resumed = {name for name, config in cases.items() if "copy_snapshot" in config.get("_case", {})}
     for name, config in cases.items():
         extra = config.pop("_case", {})
         payload.append({"kind": "train", "name": name, "config": config, **extra})
     run_harness(world, payload, tmp_path)
     for name, config in cases.items():
+        if name in resumed:
+            continue
         got = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))
         want = _reference(TrainConfig.from_dict(config))
         assert got["losses"] == pytest.approx(want, rel=REL), name
@@ -198,11 +202,25 @@ def test_from_pretrained_weights_load_on_the_stages(tmp_path: Path, monkeypatch:
     shards = _shards(tmp_path)
     llama, gpt2 = _save_tiny(tmp_path, "llama", LLAMA), _save_tiny(tmp_path, "gpt2", GPT2)
     hf = {"model": HF, "pipeline": 2, "data_shards": shards, "policy": "1f1b"}
+    full, again = tmp_path / "full", tmp_path / "again"
     cases = {
         "llama-pretrained": _base(**hf, model_args={"path": llama}),
-        "gpt2-pretrained": _base(**hf, model_args={"path": gpt2}),
+        "gpt2-pretrained": _base(
+            **hf, model_args={"path": gpt2}, checkpoint_dir=str(full), checkpoint_every=1
+        ),
+        # Resumed after frame 1 (the stages are built empty and filled from the snapshot).
+        "gpt2-resumed": _base(
+            **hf,
+            model_args={"path": gpt2},
+            checkpoint_dir=str(again),
+            _case={"copy_snapshot": str(full / "frame-000001")},
+        ),
     }
     _run(tmp_path, 2, cases, monkeypatch)
+    uninterrupted = json.loads((tmp_path / "gpt2-pretrained.json").read_text(encoding="utf-8"))
+    resumed = json.loads((tmp_path / "gpt2-resumed.json").read_text(encoding="utf-8"))
+    assert resumed["start"] == 1
+    assert resumed["losses"] == pytest.approx(uninterrupted["losses"][1:], rel=REL)
     # Frame 0's loss is the loaded model's: a fresh init would be far from it.
     for name, path in (("llama-pretrained", llama), ("gpt2-pretrained", gpt2)):
         got = json.loads((tmp_path / f"{name}.json").read_text(encoding="utf-8"))["losses"][0]

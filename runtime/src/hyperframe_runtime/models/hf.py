@@ -7,7 +7,7 @@ Name it as the job's model factory (``entrypoint.module.name``) with its argumen
   (``{"model_type": "llama", "hidden_size": 512, ...}``): a model built from it, initialised
   by the model's own ``_init_weights``;
 - ``path``: a local directory written by ``save_pretrained`` (``config.json`` and
-  ``*.safetensors``): fine-tuning from those weights. Nothing is downloaded
+  ``*.safetensors``): fine-tuning from those weights (read into fp32 parameters). Nothing is downloaded
   (``local_files_only``); each rank reads only its own stages' tensors. With ``config`` too,
   its entries override the saved configuration (dropout, for instance).
 
@@ -126,8 +126,10 @@ def causal_lm(config: TrainConfig) -> TorchModel:
 
     args = config.model_args
     hf_config = _hf_config(args)
+    # fp32 parameters whatever dtype the weights were saved in: the runtime trains in fp32, under
+    # bf16 autocast on a GPU (``precision``); the weights are converted as they are read.
     lm = AutoModelForCausalLM.from_config(  # type: ignore[no-untyped-call]
-        hf_config, attn_implementation=str(args.get("attn_implementation", "sdpa"))
+        hf_config, attn_implementation=str(args.get("attn_implementation", "sdpa")), dtype=torch.float32
     )
     shared: tuple[str, ...]
     if hasattr(lm, "model") and hasattr(lm.model, "layers") and hasattr(lm.model, "rotary_emb"):

@@ -191,7 +191,11 @@ class FrameLoop:
         self._context = StageContext(
             config, self.spec, self.topology.pp_rank, self.groups, self.device, profile=profile
         )
-        self.stages = StageSet.build(self._context, self.plan.placement, self.plan.orders)
+        # A snapshot overwrites every parameter: on resume the model is not initialised (or its
+        # weights read) first, where it can be built so (ModelSpec.build_empty_layers).
+        self.stages = StageSet.build(
+            self._context, self.plan.placement, self.plan.orders, empty=snapshot is not None
+        )
         self.scheduler = LrScheduler(LrSchedule.of(config))
         if snapshot is not None:
             checkpoint.load_snapshot(
