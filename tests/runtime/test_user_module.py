@@ -80,7 +80,7 @@ def test_job_args_reach_the_factory() -> None:
         ("args_model:missing", ["has no callable 'missing' (missing)", "def missing(config) -> ModelSpec"]),
         ("args_model:NOT_CALLABLE", ["has no callable 'NOT_CALLABLE' (not callable)"]),
         ("args_model:two_args", ["cannot be called as two_args(config)", "takes exactly one argument"]),
-        ("args_model:not_a_spec", ["returned dict, expected", "return a ModelSpec"]),
+        ("args_model:not_a_spec", ["returned dict, expected", "return a TorchModel or a ModelSpec"]),
     ],
 )
 def test_hyperframe_train_exits_2_naming_the_module_and_the_fix(

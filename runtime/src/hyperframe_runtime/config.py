@@ -52,7 +52,8 @@ class TrainConfig:
     # ---- model (the built-in GPT; ignored where a user model defines its own) -------------------
     model: str = "gpt"
     """``"gpt"`` for the built-in GPT on synthetic tokens, or ``"package.module:function"`` naming a
-    user factory ``function(config) -> hyperframe_runtime.models.ModelSpec`` (see docs/runtime.md)."""
+    user factory ``function(config)`` returning a ``hyperframe_runtime.models.TorchModel`` (an
+    ordinary module the runtime cuts) or a hand-split ``ModelSpec`` (see docs/runtime.md)."""
     model_args: dict[str, Any] = field(default_factory=dict)
     """Free-form JSON object for a user factory (``entrypoint.module.args`` of the job): the factory
     reads it as ``config.model_args``. Ignored by the built-in GPT."""
@@ -176,7 +177,8 @@ class TrainConfig:
     the data-parallel average) before each step; 0 = no clipping."""
     activation_checkpointing: bool = False
     """Recompute each transformer block's activations in the backward instead of keeping them
-    (``torch.utils.checkpoint``; the built-in GPT). Less activation memory, about one more forward."""
+    (``torch.utils.checkpoint``; the built-in GPT's blocks, a ``TorchModel``'s container entries).
+    Less activation memory, about one more forward."""
     precision: Precision = "auto"
     """``fp32``, or ``bf16`` autocast (cuda only; LayerNorm and loss stay fp32); ``auto`` = bf16 on
     cuda, fp32 on cpu."""

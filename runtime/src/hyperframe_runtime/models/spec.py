@@ -23,7 +23,16 @@ from torch import nn
 if TYPE_CHECKING:
     from hyperframe_runtime.config import TrainConfig
 
-__all__ = ["ModelLoadError", "ModelSpec", "check_split", "load_model_spec"]
+__all__ = ["ModelLoadError", "ModelSpec", "TiedWeight", "check_split", "load_model_spec"]
+
+
+@dataclass(frozen=True)
+class TiedWeight:
+    """One weight that a model holds under several parameter names."""
+
+    names: tuple[str, ...]
+    """Its parameter names; the first is its owner (the name an unsplit model reports)."""
+    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +65,16 @@ class ModelSpec:
     runtime can give stages uneven layer counts (:meth:`build_split`), as the partitioner
     (``schedule.partition``) asks for mixed devices. Same rules as ``build_stage``: deterministic,
     and a layer's parameters and names must not depend on the split."""
+    build_empty_layers: Callable[[int, int, range], nn.Module] | None = None
+    """Optional: the module :attr:`build_layers` returns, with its parameters allocated but not
+    initialised (no init, no weights read). A stage move (another placement or layer split)
+    overwrites every parameter with the moved values, so it builds its new stages this way
+    instead of initialising (or reloading) the model again; None = ``build_layers``."""
+    tied_parameters: tuple[TiedWeight, ...] = ()
+    """Parameters that are one weight under several names (GPT-2's token embedding and output
+    head). When the names land on different stages, each stage holds a copy: the runtime sums
+    the copies' gradients over the pipeline every frame, so they get the same update and stay
+    equal (as Megatron-LM does for its embedding group)."""
     frame_metrics: Callable[[int], Mapping[str, float]] | None = None
     """Optional: ``(frames_done) -> {name: value}``, called on global rank 0 after every frame
     (outside the frame time). The values go to TensorBoard as ``user/<name>`` and to
@@ -110,10 +129,14 @@ _FIELD: Final = "entrypoint.module.name (training config: model)"
 
 def load_model_spec(config: TrainConfig) -> ModelSpec:
     """The spec ``config.model`` names: the built-in GPT or a user factory ``module:function``,
-    called as ``function(config)`` (its free-form arguments are ``config.model_args``).
+    called as ``function(config)`` (its free-form arguments are ``config.model_args``). The
+    factory runs with parameters created on the meta device (``cutting.meta_parameters``); a
+    :class:`~hyperframe_runtime.models.torch_model.TorchModel` it returns is cut into stages
+    (``cutting.torch_model_spec``).
 
     Raises :class:`ModelLoadError` when the module does not import, has no such callable, the
-    callable cannot be called with one argument, or it returns something else than a ModelSpec."""
+    callable cannot be called with one argument, it returns something else than a TorchModel or a
+    ModelSpec, or a TorchModel's cuts, init or weights do not fit the model."""
     if config.model == "gpt":
         from hyperframe_runtime.models.gpt import gpt_model_spec
 
@@ -146,10 +169,16 @@ def load_model_spec(config: TrainConfig) -> ModelSpec:
         ) from None
     except ValueError:  # no signature (some builtins): let the call tell
         pass
-    spec = factory(config)
+    from hyperframe_runtime.models.cutting import meta_parameters, torch_model_spec
+    from hyperframe_runtime.models.torch_model import TorchModel
+
+    with meta_parameters():  # a TorchModel's module costs no memory until a stage is materialised
+        spec = factory(config)
+    if isinstance(spec, TorchModel):
+        return torch_model_spec(spec, config, f"{_FIELD}: {config.model}(config)")
     if not isinstance(spec, ModelSpec):
         raise ModelLoadError(
             f"{_FIELD}: {config.model}(config) returned {type(spec).__name__}, expected "
-            "hyperframe_runtime.models.ModelSpec; return a ModelSpec from the factory"
+            "hyperframe_runtime.models.TorchModel or ModelSpec; return a TorchModel or a ModelSpec"
         )
     return spec

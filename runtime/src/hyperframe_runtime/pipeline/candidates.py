@@ -8,9 +8,11 @@ Candidates (``pipeline.selection``), where the layout allows them:
 - ``interleaved1f1b`` on the looped placement (two stages per rank; m a multiple of p).
 
 ``stages_per_rank`` 0 (auto) allows every placement the model can be cut into; 1 or 2 pins the
-placement. The built-in GPT can be cut into p stages when ``n_layers`` is a multiple of p, into 2p
-when it is a multiple of 2p; a user model keeps its configured placement (its ``build_stage`` is
-not known to accept other stage counts). With a ``memory_limit``, torch's schedules whose peak
+placement. A model with ``num_layers`` layers it can be cut between (``num_layers``: the built-in
+GPT's blocks, a ``TorchModel``'s pieces, a ``ModelSpec``'s per-layer hook) can be cut into p
+stages when it has at least p layers, into 2p when it has at least 2p; a ``ModelSpec`` without
+the per-layer hook keeps its configured placement (its ``build_stage`` is not known to accept
+other stage counts). With a ``memory_limit``, torch's schedules whose peak
 exceeds it are left out (the planner's plans respect it by construction); with a
 ``memory_limit_bytes``, once their placement's activation bytes are measured (:func:`over_budget`).
 The planner gets the same budget (``pipeline.memory``).
@@ -56,16 +58,20 @@ whose costs it is planned from (the looped placement's fused B and the V's split
 ``hyperframe-v``)."""
 
 
-def _placements_allowed(config: TrainConfig) -> set[int]:
+def _placements_allowed(config: TrainConfig, num_layers: int | None) -> set[int]:
     per_rank = {config.stages_per_rank} if config.stages_per_rank else {1, 2}
-    if config.model != "gpt":
-        per_rank = {config.effective_stages_per_rank}
-    return {k for k in per_rank if config.model != "gpt" or config.n_layers >= k * config.pipeline}
+    if num_layers is None:
+        if config.model != "gpt":
+            return {config.effective_stages_per_rank}  # a hand-split ModelSpec: its own stage count
+        num_layers = config.n_layers
+    return {k for k in per_rank if num_layers >= k * config.pipeline}
 
 
-def candidate_plans(config: TrainConfig) -> tuple[list[Candidate], dict[str, FramePlan]]:
+def candidate_plans(
+    config: TrainConfig, *, num_layers: int | None = None
+) -> tuple[list[Candidate], dict[str, FramePlan]]:
     """The candidates of ``config`` (hyperframe policy) and the plans of torch's ones."""
-    allowed = _placements_allowed(config)
+    allowed = _placements_allowed(config, num_layers)
     p, m = config.pipeline, config.microbatches_per_frame
     candidates: list[Candidate] = []
     plans: dict[str, FramePlan] = {}
@@ -96,8 +102,8 @@ def candidate_plans(config: TrainConfig) -> tuple[list[Candidate], dict[str, Fra
     return candidates, plans
 
 
-def hyperframe_candidates(config: TrainConfig) -> list[Candidate]:
-    return candidate_plans(config)[0]
+def hyperframe_candidates(config: TrainConfig, *, num_layers: int | None = None) -> list[Candidate]:
+    return candidate_plans(config, num_layers=num_layers)[0]
 
 
 def _source(placement: Placement, calibrations: Mapping[Placement, Calibration]) -> Calibration | None:

@@ -84,6 +84,7 @@ from hyperframe_runtime.pipeline.recipe import (
 )
 from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
 from hyperframe_runtime.pipeline.stages import StageContext, StageSet
+from hyperframe_runtime.pipeline.tied import norm_params, sum_tied_grads
 from hyperframe_runtime.pipeline.topology import Topology, build_groups
 from hyperframe_runtime.pipeline.trace import TraceWriter
 from hyperframe_runtime.progress import ProgressReporter, ProgressUpdate, bounded_metrics
@@ -155,6 +156,7 @@ class FrameLoop:
         profile_json = snapshot.plan.get("layer_profile") if snapshot is not None else None
         profile = LayerProfile.from_json(profile_json) if profile_json else None
         has_hook = self.spec.has_layer_hook
+        self._num_layers = self.spec.num_layers if has_hook else None
         self._partitioning = config.measures_layer_split(has_hook) and profile is None
         self._partition_window: list[RankFrame] = []
         self._first_look: tuple[CostModel, tuple[int, ...]] | None = None
@@ -170,7 +172,11 @@ class FrameLoop:
         self._forced = forced_plans or {}
         if self._measures_schedules and not self._partitioning:
             self.choice = MeasuredChoice(
-                config, is_reporter=self.is_reporter, saved=saved, forced=self._forced
+                config,
+                is_reporter=self.is_reporter,
+                saved=saved,
+                forced=self._forced,
+                num_layers=self._num_layers,
             )
             # Start on the first candidate's placement (or the resumed one): no move at frame 1.
             self.plan = self.choice.next_plan()[1]
@@ -179,13 +185,17 @@ class FrameLoop:
         elif self._partitioning and self._measures_schedules:
             # Time the even split on the placement the measured choice starts on: when the split
             # stays, nothing moves after the partition frames.
-            candidates, torch_plans = candidate_plans(config)
+            candidates, torch_plans = candidate_plans(config, num_layers=self._num_layers)
             self.plan = torch_plans.get(candidates[0].name, self.plan) if candidates else self.plan
 
         self._context = StageContext(
             config, self.spec, self.topology.pp_rank, self.groups, self.device, profile=profile
         )
-        self.stages = StageSet.build(self._context, self.plan.placement, self.plan.orders)
+        # A snapshot overwrites every parameter: on resume the model is not initialised (or its
+        # weights read) first, where it can be built so (ModelSpec.build_empty_layers).
+        self.stages = StageSet.build(
+            self._context, self.plan.placement, self.plan.orders, empty=snapshot is not None
+        )
         self.scheduler = LrScheduler(LrSchedule.of(config))
         if snapshot is not None:
             checkpoint.load_snapshot(
@@ -286,12 +296,17 @@ class FrameLoop:
         (inputs, targets), data_wait_s = timed(self.batches, frame)
         self.optimizer.zero_grad(set_to_none=True)
         run = self.executor.run_frame(inputs, targets)  # gradients DP-averaged when it returns
+        tied = self.spec.tied_parameters
+        if tied:
+            sum_tied_grads(self.modules, tied, self.groups.pp_group, self.device)
         grad_norm: float | None = None
         lr = self.scheduler.schedule.lr_at(self.scheduler.step)
         if step:
             if config.grad_clip_norm > 0:
-                params = (p for m in self.modules.values() for p in m.parameters())
-                grad_norm = clip_grad_norm(params, config.grad_clip_norm, self.groups.pp_group, self.device)
+                counted, copies = norm_params(self.modules, tied)
+                grad_norm = clip_grad_norm(
+                    counted, config.grad_clip_norm, self.groups.pp_group, self.device, also_scale=copies
+                )
             lr = self.scheduler.apply(self.optimizer)
             self.optimizer.step()
         self.scheduler.advance()
@@ -429,7 +444,9 @@ class FrameLoop:
         self._partitioning = False
         plan = self.plan
         if self._measures_schedules:  # the schedules are chosen on the new split
-            self.choice = MeasuredChoice(self.config, is_reporter=self.is_reporter, forced=self._forced)
+            self.choice = MeasuredChoice(
+                self.config, is_reporter=self.is_reporter, forced=self._forced, num_layers=self._num_layers
+            )
             plan = self.choice.next_plan()[1]
         target = plan.placement
         after = profile.split_for(target)

@@ -75,13 +75,15 @@ class MeasuredChoice:
         is_reporter: bool,
         saved: FramePlan | None = None,
         forced: Mapping[str, FramePlan] | None = None,
+        num_layers: int | None = None,
     ) -> None:
         """``saved``: a snapshot's plan, exploited from the first frame when it is one of the
         candidates (a resumed run does not explore again). ``forced`` replaces the plans of named
-        candidates (a test forces a bad plan on the planner's candidate to see it abandoned)."""
+        candidates (a test forces a bad plan on the planner's candidate to see it abandoned).
+        ``num_layers``: the layers the model can be cut between (``candidate_plans``)."""
         self.config = config
         self.is_reporter = is_reporter
-        candidates, self.plans = candidate_plans(config)
+        candidates, self.plans = candidate_plans(config, num_layers=num_layers)
         self.plans.update(forced or {})
         start = ""
         if saved is not None and saved.schedule in {c.name for c in candidates}:

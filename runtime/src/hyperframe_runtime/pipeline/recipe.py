@@ -143,19 +143,23 @@ def clip_grad_norm(
     max_norm: float,
     pp_group: dist.ProcessGroup | None,
     device: torch.device,
+    *,
+    also_scale: Iterable[torch.nn.Parameter] = (),
 ) -> float:
     """Scale the gradients of ``params`` so that the model's global L2 norm is at most ``max_norm``;
     return the norm before clipping (collective over ``pp_group``; None = one rank holds the whole
-    model; ``device`` is where this rank's collectives run). Call it after the data-parallel
-    gradient average, before the optimizer step."""
+    model; ``device`` is where this rank's collectives run). ``also_scale``: parameters scaled by
+    the same factor but not counted in the norm (a tied weight's copies, ``pipeline.tied``). Call
+    it after the data-parallel gradient average, before the optimizer step."""
     plist = [p for p in params if p.grad is not None]
+    extra = [p for p in also_scale if p.grad is not None]
     local = grad_sq_norm(plist).to(device)
     if pp_group is not None and dist.get_world_size(pp_group) > 1:
         dist.all_reduce(local, op=dist.ReduceOp.SUM, group=pp_group)
     norm = float(local.sqrt())
     scale = max_norm / (norm + _CLIP_EPS)
     if scale < 1.0:
-        for p in plist:
+        for p in (*plist, *extra):
             assert p.grad is not None
             p.grad.mul_(scale)
     return norm

@@ -54,14 +54,24 @@ class StageContext:
             return even_split(spec.num_layers, num_stages)
         return None
 
-    def build_stages(self, placement: Placement) -> tuple[tuple[int, ...] | None, dict[int, nn.Module]]:
+    def build_stages(
+        self, placement: Placement, *, empty: bool = False
+    ) -> tuple[tuple[int, ...] | None, dict[int, nn.Module]]:
         """This rank's stages of ``placement`` on the CPU, and the layer split they hold (the
-        split is computed once: with a measured profile it is the partitioner's answer)."""
+        split is computed once: with a measured profile it is the partitioner's answer).
+        ``empty``: parameters allocated but not initialised where the model can build them so
+        (``ModelSpec.build_empty_layers``), for a stage move that overwrites them all."""
         cuts = self.boundaries(placement)
         stages = placement.stages_of(self.pp_rank)
-        if cuts is None:
-            return None, {s: self.spec.build_stage(s, placement.num_stages) for s in stages}
-        return cuts, {s: self.spec.build_split(s, cuts) for s in stages}
+        n = placement.num_stages
+        empty_build = self.spec.build_empty_layers if empty else None
+        if cuts is None and empty_build is None:
+            return None, {s: self.spec.build_stage(s, n) for s in stages}
+        split = cuts or even_split(self.spec.num_layers, n)
+        self.spec.check_split(split)
+        build = empty_build or self.spec.build_layers
+        assert build is not None
+        return cuts, {s: build(s, n, range(split[s], split[s + 1])) for s in stages}
 
 
 @dataclass
@@ -76,9 +86,12 @@ class StageSet:
     """The layer split the stages hold; None = the model's own ``build_stage``."""
 
     @classmethod
-    def build(cls, context: StageContext, placement: Placement, orders: Orders) -> StageSet:
+    def build(
+        cls, context: StageContext, placement: Placement, orders: Orders, *, empty: bool = False
+    ) -> StageSet:
+        """``empty``: see :meth:`StageContext.build_stages`."""
         config, device = context.config, context.device
-        cuts, built = context.build_stages(placement)
+        cuts, built = context.build_stages(placement, empty=empty)
         modules = {s: module.to(device) for s, module in built.items()}
         optimizer = build_optimizer(config, (p for m in modules.values() for p in m.parameters()))
         executor = PipelineExecutor(
@@ -96,9 +109,12 @@ class StageSet:
         return cls(placement, modules, optimizer, executor, cuts)
 
     def named_state(self) -> dict[str, tuple[torch.Tensor, dict[str, Any]]]:
-        """``{parameter name: (value, optimizer state)}`` of this rank's stages, on the CPU."""
+        """``{parameter name: (value, optimizer state)}`` of this rank's stages, on the CPU, and
+        ``{buffer name: (value, {})}`` of their persistent buffers."""
         out: dict[str, tuple[torch.Tensor, dict[str, Any]]] = {}
         for module in self.modules.values():
+            for name, buffer in _persistent_buffers(module):
+                out[name] = (buffer.detach().cpu(), {})
             for name, param in module.named_parameters():
                 state = self.optimizer.state.get(param, {})
                 out[name] = (
@@ -116,8 +132,10 @@ class StageSet:
         stages hold and sends only the rest: a re-split that moves two blocks sends two blocks'
         parameters and AdamW state, not the whole model."""
         pp_group = context.groups.pp_group
-        new = StageSet.build(context, placement, orders)
-        kept = {name for module in new.modules.values() for name, _ in module.named_parameters()}
+        # Every parameter is overwritten below: build the new stages without initialising (or
+        # reloading) them where the model allows it.
+        new = StageSet.build(context, placement, orders, empty=True)
+        kept = {name for module in new.modules.values() for name, _ in _named_tensors(module)}
         mine = self.named_state()
         leaving = {name: entry for name, entry in mine.items() if name not in kept}
         gathered: list[dict[str, tuple[torch.Tensor, dict[str, Any]]] | None] = [None] * dist.get_world_size(
@@ -127,16 +145,22 @@ class StageSet:
         merged = dict(mine)
         for part in gathered:
             merged.update(part or {})
+        # A tied weight held under one name before may be held under another now (its copy).
+        siblings = {name: tie.names for tie in context.spec.tied_parameters for name in tie.names}
         device = context.device
         with torch.no_grad():
             for module in new.modules.values():
+                for name, buffer in _persistent_buffers(module):
+                    if name in merged:
+                        buffer.copy_(merged[name][0])
                 for name, param in module.named_parameters():
-                    if name not in merged:
+                    key = next((k for k in (name, *siblings.get(name, ())) if k in merged), None)
+                    if key is None:
                         raise RuntimeError(
                             f"parameter {name!r} of the new placement is held by no rank; stage "
                             "modules must name parameters the same for every stage count"
                         )
-                    value, state = merged[name]
+                    value, state = merged[key]
                     param.copy_(value)
                     if state:
                         new.optimizer.state[param] = {
@@ -144,3 +168,12 @@ class StageSet:
                             for k, v in state.items()
                         }
         return new
+
+
+def _persistent_buffers(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    state = module.state_dict(keep_vars=True)
+    return [(name, buffer) for name, buffer in module.named_buffers() if name in state]
+
+
+def _named_tensors(module: nn.Module) -> list[tuple[str, torch.Tensor]]:
+    return [*module.named_parameters(), *_persistent_buffers(module)]
