@@ -13,16 +13,17 @@ Per frame, on every rank:
 4. the recipe (``pipeline.recipe``): the gradients are clipped to the global norm (over every
    pipeline stage, after the DP average) when ``grad_clip_norm`` is set, the frame's learning rate
    is set from the schedule, and the optimizer steps;
-5. the ranks all-gather a fixed handful of numbers each (frame time, loss, cost drift, a
-   plan-ready flag): enough for the metrics and for every rank to make the same decisions. The
+5. the ranks all-gather a fixed handful of numbers each (frame time, loss, cost drift, data
+   wait): enough for the metrics and for every rank to make the same decisions. The
    per-op records are all-gathered only when a frame needs them: to calibrate the cost model and
    plan (exploring, or a re-plan due to cost drift), or for the trace when ``trace_dir`` is set;
 6. planning runs in a helper process of global rank 0 (``pipeline.replanner``) while frames go
-   on; when its answer is in, rank 0 raises the flag and broadcasts the plans, which run from the
-   next frame;
+   on; a fixed number of frames later (``measured_choice.PLAN_LAG_FRAMES``) rank 0 broadcasts
+   its answer, waiting for it if need be, and the plans run from the next frame;
 7. global rank 0 writes metrics (measured and predicted frame time, re-plan cost), the trace and
    the TensorBoard scalars (``pipeline.trace``, ``pipeline.board``; flushed every frame), calls
-   the model's ``frame_metrics`` and reports progress with them (``hyperframe_runtime.progress``);
+   the model's ``frame_metrics`` and hands progress to the reporter, which posts it from its own
+   thread (``hyperframe_runtime.progress``);
 8. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan, the data
    loader's position, and each rank's schedule position and RNG state (a resume continues all of
    them exactly).
