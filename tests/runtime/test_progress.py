@@ -10,6 +10,7 @@ from hyperframe_runtime.progress import (
     HEARTBEAT_SECONDS,
     ProgressReporter,
     ProgressUpdate,
+    StatusPoster,
     post_update,
     read_latest,
 )
@@ -96,3 +97,67 @@ def test_reading_a_missing_or_broken_latest_file_gives_nothing(tmp_path: Path) -
     assert read_latest(tmp_path / "absent.json") is None
     (tmp_path / "broken.json").write_text('{"frame": 3, "lo')
     assert read_latest(tmp_path / "broken.json") is None
+
+
+def test_report_never_waits_for_a_post_and_the_latest_update_wins() -> None:
+    entered, release = threading.Event(), threading.Event()
+    posted: list[int] = []
+
+    def slow_post(u: ProgressUpdate) -> bool:
+        posted.append(u.frame)
+        entered.set()
+        release.wait()  # the operator hangs until the test lets it answer
+        return True
+
+    reporter = ProgressReporter(update(0), post=slow_post, interval=3600)
+    try:
+        assert entered.wait(30)  # the first post is in flight and blocked
+        done = threading.Thread(target=lambda: [reporter.report(update(f)) for f in (1, 2, 3)])
+        done.start()
+        done.join(30)
+        assert not done.is_alive(), "report() waited for the blocked post"
+        release.set()
+    finally:
+        release.set()
+        reporter.close()
+    # 1 and 2 were superseded before the poster was free: only the latest is posted.
+    assert posted == [0, 3]
+
+
+def test_the_poster_keeps_one_connection_alive(tmp_path: Path) -> None:
+    import http.server
+
+    seen: list[tuple[int, str]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((id(self.connection), self.headers["Authorization"]))
+            assert b'"frame"' in body
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    token = tmp_path / "token"
+    token.write_text("t0k\n")
+    env = {
+        "HYPERFRAME_STATUS_URL": f"http://127.0.0.1:{server.server_address[1]}/progress/ns/job",
+        "HYPERFRAME_STATUS_TOKEN_FILE": str(token),
+    }
+    poster = StatusPoster(env)
+    try:
+        assert all(poster(update(f)) for f in (1, 2, 3))
+    finally:
+        poster.close()
+        server.shutdown()
+        server.server_close()
+    assert poster.connections == 1 and len({conn for conn, _ in seen}) == 1
+    assert [auth for _, auth in seen] == ["Bearer t0k"] * 3

@@ -8,9 +8,11 @@ is then POSTed there with that token, so only the job's own pods can report for 
 endpoint is trusted only through the CA the operator put into the job's ConfigMap
 (``status-ca.crt`` next to ``job.json``), never the system store.
 
-A frame can take longer than the operator's freshness promise (``status.progress`` at most 30 s
-old), so the reporter re-posts the latest update from a background thread whenever
-:data:`HEARTBEAT_SECONDS` pass without a post, starting before the first frame ends.
+Posting is off the frame's critical path: the frame loop only hands the reporter its latest
+figures, and one background thread posts them over a kept-alive connection (:class:`StatusPoster`).
+A frame can also take longer than the operator's freshness promise (``status.progress`` at most
+30 s old), so the same thread re-posts the latest update whenever :data:`HEARTBEAT_SECONDS` pass
+without a post, starting before the first frame ends.
 
 Reporting is best effort and bounded: a slow or absent operator never stalls training.
 
@@ -27,15 +29,14 @@ finished job (see :mod:`hyperframe_runtime.launcher`).
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import math
 import os
 import ssl
 import threading
-import time
-import urllib.error
-import urllib.request
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -57,6 +58,7 @@ __all__ = [
     "BoundedMetrics",
     "ProgressReporter",
     "ProgressUpdate",
+    "StatusPoster",
     "bounded_metrics",
     "format_line",
     "post_update",
@@ -144,34 +146,87 @@ def _tls_context(url: str, ca_file: Path) -> ssl.SSLContext | None:
     return ssl.create_default_context(cafile=str(ca_file))
 
 
+def _read_token(token_file: str) -> str | None:
+    try:
+        with open(token_file, encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError as exc:
+        log.warning("progress not posted: cannot read %s=%s: %s", ENV_STATUS_TOKEN_FILE, token_file, exc)
+        return None
+
+
+class StatusPoster:
+    """POSTs updates to the operator's status endpoint over one kept-alive connection (HTTP/1.1),
+    opened on the first post and again after an error. The token is read at each post: the
+    kubelet rotates projected tokens in place. Callable as ``post(update) -> accepted``."""
+
+    def __init__(self, env: Mapping[str, str] = os.environ, *, ca_file: Path = STATUS_CA_FILE) -> None:
+        self.url = env.get(ENV_STATUS_URL, "")
+        self._token_file = env.get(ENV_STATUS_TOKEN_FILE, "")
+        self._ca_file = ca_file
+        self._conn: http.client.HTTPConnection | None = None
+        self.connections = 0
+        """Connections opened so far (one while the endpoint keeps it alive)."""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.url and self._token_file)
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            parts = urllib.parse.urlsplit(self.url)
+            if parts.scheme == "https":
+                self._conn = http.client.HTTPSConnection(
+                    parts.hostname or "",
+                    parts.port,
+                    timeout=_POST_TIMEOUT_S,
+                    context=_tls_context(self.url, self._ca_file),
+                )
+            else:
+                self._conn = http.client.HTTPConnection(
+                    parts.hostname or "", parts.port, timeout=_POST_TIMEOUT_S
+                )
+            self.connections += 1
+        return self._conn
+
+    def __call__(self, update: ProgressUpdate) -> bool:
+        if not self.configured:
+            return False
+        token = _read_token(self._token_file)
+        if token is None:
+            return False
+        parts = urllib.parse.urlsplit(self.url)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        body = json.dumps(update.to_wire()).encode()
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+        try:
+            conn = self._connect()
+            conn.request("POST", path, body=body, headers=headers)
+            resp = conn.getresponse()
+            resp.read()  # drain, so the connection can carry the next request
+            if resp.will_close:
+                self.close()
+            return 200 <= resp.status < 300
+        except (http.client.HTTPException, TimeoutError, OSError, ssl.SSLError) as exc:
+            log.warning("progress not posted to %s: %s", self.url, exc)
+            self.close()
+            return False
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
 def post_update(
     update: ProgressUpdate, env: Mapping[str, str] = os.environ, *, ca_file: Path = STATUS_CA_FILE
 ) -> bool:
-    """POST the update to the operator when the pod was given an endpoint; True if accepted."""
-    url = env.get(ENV_STATUS_URL)
-    token_file = env.get(ENV_STATUS_TOKEN_FILE)
-    if not url or not token_file:
-        return False
+    """POST the update once to the operator when the pod was given an endpoint; True if accepted."""
+    poster = StatusPoster(env, ca_file=ca_file)
     try:
-        with open(token_file, encoding="utf-8") as fh:
-            token = fh.read().strip()
-    except OSError as exc:
-        log.warning("progress not posted: cannot read %s=%s: %s", ENV_STATUS_TOKEN_FILE, token_file, exc)
-        return False
-    body = json.dumps(update.to_wire()).encode()
-    request = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
-    )
-    try:
-        context = _tls_context(url, ca_file)
-        with urllib.request.urlopen(request, timeout=_POST_TIMEOUT_S, context=context) as resp:
-            return 200 <= int(resp.status) < 300
-    except (urllib.error.URLError, TimeoutError, OSError, ssl.SSLError) as exc:
-        log.warning("progress not posted to %s: %s", url, exc)
-        return False
+        return poster(update)
+    finally:
+        poster.close()
 
 
 def write_latest(update: ProgressUpdate, path: Path) -> None:
@@ -206,57 +261,65 @@ def report(update: ProgressUpdate) -> bool:
 
 
 class ProgressReporter:
-    """Posts each update at once, and re-posts the latest one whenever ``interval`` passes
-    without a post (a daemon thread; :meth:`close` stops it). With ``latest_file`` (default: the
-    path in ``HYPERFRAME_PROGRESS_FILE``, if set) each update is written there before it is posted."""
+    """Keeps the latest update and posts it from one background thread, so a frame never waits
+    for the operator: :meth:`report` only logs, writes the latest file and stores the update (a
+    one-slot queue, latest wins: an update not yet posted when the next arrives is never
+    posted). The thread posts each new update as it comes, and re-posts the latest whenever
+    ``interval`` passes without a post; :meth:`close` posts what is still pending and stops it.
+    With ``latest_file`` (default: the path in ``HYPERFRAME_PROGRESS_FILE``, if set) each update
+    is written there before it is posted. ``post`` defaults to a :class:`StatusPoster` (one
+    kept-alive connection)."""
 
     def __init__(
         self,
         first: ProgressUpdate,
         *,
-        post: Callable[[ProgressUpdate], bool] = post_update,
+        post: Callable[[ProgressUpdate], bool] | None = None,
         interval: float = HEARTBEAT_SECONDS,
         latest_file: Path | None = None,
     ) -> None:
-        self._post = post
+        poster = StatusPoster()
+        self._poster = poster if post is None else None
+        self._post: Callable[[ProgressUpdate], bool] = post or poster
         self._interval = interval
         env_file = os.environ.get(PROGRESS_FILE_ENV)
         self._latest_file = latest_file or (Path(env_file) if env_file else None)
         self._keep(first)
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
         self._latest = first
-        self._last_post = float("-inf")
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+        self._pending = True
+        self._stopping = False
+        self.posted = 0
+        """Updates posted so far (heartbeats included)."""
+        self._thread = threading.Thread(target=self._run, name="progress-heartbeat", daemon=True)
         self._thread.start()
 
-    def report(self, update: ProgressUpdate) -> bool:
+    def report(self, update: ProgressUpdate) -> None:
+        """Log, keep and queue ``update`` (never waits for a post)."""
         log.info("%s", format_line(update))
         self._keep(update)
-        with self._lock:
-            self._latest = update
-        return self._send(update)
+        with self._changed:
+            self._latest, self._pending = update, True
+            self._changed.notify()
 
     def _keep(self, update: ProgressUpdate) -> None:
         if self._latest_file is not None:
             write_latest(update, self._latest_file)
 
-    def _send(self, update: ProgressUpdate) -> bool:
-        with self._lock:
-            self._last_post = time.monotonic()
-        return self._post(update)
-
-    def _beat(self) -> None:
+    def _run(self) -> None:
         while True:
-            with self._lock:
-                due = self._last_post + self._interval - time.monotonic()
-                latest = self._latest
-            if due <= 0:
-                self._send(latest)
-                continue
-            if self._stop.wait(due):
-                return
+            with self._changed:
+                self._changed.wait_for(lambda: self._pending or self._stopping, timeout=self._interval)
+                if self._stopping and not self._pending:
+                    return
+                latest, self._pending = self._latest, False
+            self._post(latest)  # outside the lock: report() never waits for it
+            self.posted += 1
 
     def close(self) -> None:
-        self._stop.set()
+        with self._changed:
+            self._stopping = True
+            self._changed.notify()
         self._thread.join(timeout=_POST_TIMEOUT_S + 1)
+        if self._poster is not None:
+            self._poster.close()

@@ -97,11 +97,7 @@ def _clip_case(case: dict[str, Any], out: Path) -> None:
 
 def _train_case(case: dict[str, Any], out: Path) -> None:
     config = TrainConfig.from_dict(case["config"])
-    if case.get("copy_snapshot") and dist.get_rank() == 0:
-        # Keep only one snapshot of an earlier case: "the job was interrupted after that frame".
-        source = Path(case["copy_snapshot"])
-        shutil.copytree(source, Path(config.checkpoint_dir) / source.name)
-    dist.barrier()
+    _copy_snapshot(case, config)
     loop = FrameLoop(config)
     start = loop.frames_done
     losses: list[float] = []
@@ -144,9 +140,18 @@ def _serial_plan(config: TrainConfig) -> FramePlan:
     return FramePlan(config.policy, Placement.one_per_rank(p), orders, m, split_backward=False)
 
 
+def _copy_snapshot(case: dict[str, Any], config: TrainConfig) -> None:
+    if case.get("copy_snapshot") and dist.get_rank() == 0:
+        # Keep only one snapshot of an earlier case: "the job was interrupted after that frame".
+        source = Path(case["copy_snapshot"])
+        shutil.copytree(source, Path(config.checkpoint_dir) / source.name)
+    dist.barrier()
+
+
 def _select_case(case: dict[str, Any], out: Path) -> None:
     config = TrainConfig.from_dict(case["config"])
     forced = {name: replace(_serial_plan(config), schedule=name) for name in case["forced"]}
+    _copy_snapshot(case, config)
     loop = FrameLoop(config, forced_plans=forced)
     result = loop.run()
     choice = loop.choice
@@ -157,6 +162,7 @@ def _select_case(case: dict[str, Any], out: Path) -> None:
             "exploring": [m.exploring for m in result.metrics],
             "losses": [m.loss for m in result.metrics],
             "events": result.events,
+            "start": result.start_frame,
             "winner": choice.selector.winner,
             "activation": [list(p.costs.activation) if p.costs else [] for p in result.plans],
             "peaks": [[m.activation_peak_bytes, m.activation_peak_1f1b_bytes] for m in result.metrics],

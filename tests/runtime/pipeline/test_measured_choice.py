@@ -56,7 +56,7 @@ def test_no_calibration_no_drift() -> None:
 
 def test_every_candidate_plan_carries_its_activation_peak_for_the_tie_break() -> None:
     config = TrainConfig(pipeline=2, n_layers=8, microbatches_per_frame=4, replan_every=1)
-    peaks = MeasuredChoice(config, is_reporter=False).selector.peaks
+    peaks = MeasuredChoice(config, is_reporter=False).selector.record.peaks
     # Stage activations in flight on the busiest rank: 1F1B holds p, GPipe all m; on the V
     # (two stages per rank) ZBV and Interleaved1F1B hold more than 1F1B on one stage per rank.
     assert peaks["1f1b"] == 2 and peaks["gpipe"] == 4

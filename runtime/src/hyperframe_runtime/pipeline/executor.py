@@ -7,9 +7,10 @@ and run by ``_PipelineScheduleRuntime`` (behind ``torch_adapter``). The executor
 - timing of every op this rank runs (exec time, and the wait before it: the time since the rank's
   previous op ended, i.e. blocked on a neighbour's activation or gradient); on GPU with CUDA
   events read once at the frame end, never a synchronisation per op;
-- the data-parallel gradient all-reduce of each stage, started asynchronously at that stage's
-  REDUCE_GRAD point (after its last backward of the frame) so that it overlaps with the other
-  stages' remaining work, and waited for only at the frame end;
+- the data-parallel gradient all-reduce of each stage (``pipeline.grad_sync``: bounded buckets),
+  started asynchronously at that stage's REDUCE_GRAD point (after its last backward of the
+  frame) so that it overlaps with the other stages' remaining work, and waited for only at the
+  frame end;
 - bf16 autocast (``TrainConfig.precision``; the model keeps LayerNorm and the loss in fp32);
 - the activation bytes of one micro-batch of each stage, measured on the first forward of each
   stage after the stages are built (``pipeline.activation_probe``), for ``costs.activation``.
@@ -28,6 +29,7 @@ import torch.distributed as dist
 from torch import nn
 
 from hyperframe_runtime.pipeline.activation_probe import ActivationProbe
+from hyperframe_runtime.pipeline.grad_sync import GradReducer
 from hyperframe_runtime.pipeline.torch_adapter import RuntimeSchedule, timed_stage
 from hyperframe_runtime.schedule.ir import OpKind, Orders
 
@@ -180,68 +182,6 @@ class _Autocast(nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         with torch.autocast(device_type=self.device_type, dtype=torch.bfloat16):
             return self.inner(*args, **kwargs)
-
-
-@dataclass
-class GradReducer:
-    """Scales each stage's gradients and all-reduces them over the data-parallel group.
-
-    ``reduce(stage)`` runs at the stage's REDUCE_GRAD point: it scales the gradients by
-    ``1 / (micro-batches * data replicas)`` (a frame is one step on the mean loss) and starts one
-    asynchronous all-reduce of the stage's flattened gradients. ``finish()`` waits for all of them
-    and copies the results back; the wait is the exposed (non-overlapped) DP communication.
-    ``clock`` gives seconds since the frame start; ``poll()`` (called after every op) stamps the
-    all-reduces that have completed, so their spans can be traced and costed.
-    """
-
-    modules: Mapping[int, nn.Module]
-    num_microbatches: int
-    dp_group: dist.ProcessGroup | None
-    dp_size: int
-    clock: Callable[[], float] = time.perf_counter
-    _pending: list[tuple[int, list[torch.Tensor], torch.Tensor, Any, float]] = field(default_factory=list)
-    spans: list[tuple[int, float, float]] = field(default_factory=list)
-    _done: dict[int, float] = field(default_factory=dict)
-
-    def reduce(self, stage: int) -> None:
-        grads = [p.grad for p in self.modules[stage].parameters() if p.grad is not None]
-        if not grads:
-            return
-        scale = 1.0 / (self.num_microbatches * self.dp_size)
-        if self.dp_group is None:
-            for g in grads:
-                g.mul_(scale)
-            return
-        flat = torch.cat([g.reshape(-1) for g in grads]).mul_(scale)
-        work = dist.all_reduce(flat, group=self.dp_group, async_op=True)
-        self._pending.append((stage, grads, flat, work, self.clock()))
-
-    def poll(self) -> None:
-        """Stamp the end of every started all-reduce that has completed (non-blocking)."""
-        for stage, _, flat, work, _ in self._pending:
-            if stage not in self._done and not flat.is_cuda and work.is_completed():
-                self._done[stage] = self.clock()
-
-    def finish(self) -> float:
-        """Wait for every started all-reduce; return the seconds spent waiting.
-
-        On GPU ``work.wait()`` only orders the compute stream after NCCL's, so the compute stream
-        is synchronised too: the figure is the exposed DP time, not just the host's.
-        """
-        start = time.perf_counter()
-        self.spans = []
-        for stage, grads, flat, work, began in self._pending:
-            work.wait()
-            if flat.is_cuda:
-                torch.cuda.current_stream(flat.device).synchronize()
-            self.spans.append((stage, began, self._done.get(stage, self.clock())))
-            offset = 0
-            for g in grads:
-                g.copy_(flat[offset : offset + g.numel()].view_as(g))
-                offset += g.numel()
-        self._pending.clear()
-        self._done.clear()
-        return time.perf_counter() - start
 
 
 class PipelineExecutor:

@@ -13,16 +13,17 @@ Per frame, on every rank:
 4. the recipe (``pipeline.recipe``): the gradients are clipped to the global norm (over every
    pipeline stage, after the DP average) when ``grad_clip_norm`` is set, the frame's learning rate
    is set from the schedule, and the optimizer steps;
-5. the ranks all-gather a fixed handful of numbers each (frame time, loss, cost drift, a
-   plan-ready flag): enough for the metrics and for every rank to make the same decisions. The
+5. the ranks all-gather a fixed handful of numbers each (frame time, loss, cost drift, data
+   wait): enough for the metrics and for every rank to make the same decisions. The
    per-op records are all-gathered only when a frame needs them: to calibrate the cost model and
    plan (exploring, or a re-plan due to cost drift), or for the trace when ``trace_dir`` is set;
 6. planning runs in a helper process of global rank 0 (``pipeline.replanner``) while frames go
-   on; when its answer is in, rank 0 raises the flag and broadcasts the plans, which run from the
-   next frame;
+   on; a fixed number of frames later (``measured_choice.PLAN_LAG_FRAMES``) rank 0 broadcasts
+   its answer, waiting for it if need be, and the plans run from the next frame;
 7. global rank 0 writes metrics (measured and predicted frame time, re-plan cost), the trace and
    the TensorBoard scalars (``pipeline.trace``, ``pipeline.board``; flushed every frame), calls
-   the model's ``frame_metrics`` and reports progress with them (``hyperframe_runtime.progress``);
+   the model's ``frame_metrics`` and hands progress to the reporter, which posts it from its own
+   thread (``hyperframe_runtime.progress``);
 8. every ``checkpoint_every`` frames, and after the last, a DCP snapshot with the plan, the data
    loader's position, and each rank's schedule position and RNG state (a resume continues all of
    them exactly).
@@ -150,6 +151,8 @@ class FrameLoop:
         if snapshot is not None:
             checkpoint.check_snapshot_matches(snapshot, config.to_dict(), dist.get_world_size())
         saved = FramePlan.from_json(snapshot.plan) if snapshot is not None else None
+        saved_choice = snapshot.plan.get("choice") if snapshot is not None else None
+        saved_look = snapshot.plan.get("partition") if snapshot is not None else None
 
         # A measured layer split: the first frames run the even split and time every op, then
         # the layers are re-split (_repartition); a snapshot taken after that carries the profile.
@@ -157,10 +160,17 @@ class FrameLoop:
         profile = LayerProfile.from_json(profile_json) if profile_json else None
         has_hook = self.spec.has_layer_hook
         self._num_layers = self.spec.num_layers if has_hook else None
-        self._partitioning = config.measures_layer_split(has_hook) and profile is None
+        # A snapshot taken during a look carries the look (``_look_state``): it goes on.
+        self._partitioning = config.measures_layer_split(has_hook) and (
+            profile is None or saved_look is not None
+        )
         self._partition_window: list[RankFrame] = []
         self._first_look: tuple[CostModel, tuple[int, ...]] | None = None
         """The first look's costs and split, while a second look runs (``two_look_profile``)."""
+        self._look_start = snapshot.frames_done if snapshot is not None else 0
+        """The first frame of a look warms up (torch's shape inference on fresh stages): untimed."""
+        if self._partitioning and saved_look is not None:
+            self._restore_look(saved_look)
         if config.layer_split == "measured" and not has_hook:
             raise ValueError(
                 "layer_split: 'measured' re-splits the model's layers, which needs the per-layer hook "
@@ -174,19 +184,19 @@ class FrameLoop:
             self.choice = MeasuredChoice(
                 config,
                 is_reporter=self.is_reporter,
-                saved=saved,
+                state=saved_choice,
                 forced=self._forced,
                 num_layers=self._num_layers,
             )
             # Start on the first candidate's placement (or the resumed one): no move at frame 1.
             self.plan = self.choice.next_plan()[1]
-        elif saved is not None:
-            self.plan = _resume_plan(saved, self.plan)
         elif self._partitioning and self._measures_schedules:
             # Time the even split on the placement the measured choice starts on: when the split
-            # stays, nothing moves after the partition frames.
+            # stays, nothing moves after the partition frames (a resumed look goes on there too).
             candidates, torch_plans = candidate_plans(config, num_layers=self._num_layers)
             self.plan = torch_plans.get(candidates[0].name, self.plan) if candidates else self.plan
+        elif saved is not None:
+            self.plan = _resume_plan(saved, self.plan)
 
         self._context = StageContext(
             config, self.spec, self.topology.pp_rank, self.groups, self.device, profile=profile
@@ -225,8 +235,6 @@ class FrameLoop:
         self.result = TrainResult(start_frame=self.frames_done, profile=profile)
         self._frames_on_plan = 0
         self._peaks = PlanPeaks()
-        # The first frame of a look warms up (torch's shape inference on fresh stages): untimed.
-        self._look_start = self.frames_done
 
     # ---- state the tests and checkpoints read ----------------------------------------------------
     @property
@@ -310,6 +318,8 @@ class FrameLoop:
             lr = self.scheduler.apply(self.optimizer)
             self.optimizer.step()
         self.scheduler.advance()
+        if self.device.type == "cuda":  # the step's kernels are asynchronous: the frame ends with them
+            torch.cuda.synchronize(self.device)
         run.frame_s = time.perf_counter() - frame_start
         self.frames_done = frame + 1
         mine = RankFrame.from_run(
@@ -323,9 +333,8 @@ class FrameLoop:
         )
         summary = mine.summary()
         if choice is not None:
-            summary = replace(
-                summary, drift=choice.drift(self.plan, mine), flag=1.0 if choice.answer_ready() else 0.0
-            )
+            summary = replace(summary, drift=choice.drift(self.plan, mine))
+        exchange_began = time.perf_counter()
         summaries = exchange_summaries(summary)
         metrics = metrics_from_summaries(
             self.frames_done,
@@ -346,6 +355,7 @@ class FrameLoop:
             gathered: list[RankFrame | None] = [None] * dist.get_world_size()
             dist.all_gather_object(gathered, mine)
             ranks = [r for r in gathered if r is not None]
+        exchange_s = time.perf_counter() - exchange_began
         replan_s, planner_s = switch_s, 0.0
         if self._partitioning:
             self._partition_window.extend(ranks)
@@ -361,7 +371,6 @@ class FrameLoop:
                 metrics.frame_s,
                 ranks,
                 replan_due,
-                summaries,
                 lambda: [m.replan_s for m in self.result.metrics],
             )
             replan_s += time.perf_counter() - began
@@ -378,6 +387,7 @@ class FrameLoop:
             exploring=bool(step_ and step_.exploring),
             replan_s=replan_s,
             planner_s=planner_s,
+            exchange_s=exchange_s,
         )
         self.result.metrics.append(metrics)
         self.result.plans.append(self.plan)
@@ -529,7 +539,28 @@ class FrameLoop:
         plan = self.plan.to_json()
         if self._context.profile is not None:
             plan["layer_profile"] = self._context.profile.to_json()
+        if self.choice is not None:
+            plan["choice"] = self.choice.to_json()
+        if self._partitioning:
+            plan["partition"] = self._look_state()
         return plan
+
+    def _look_state(self) -> dict[str, Any]:
+        """The layer split's look in progress: where it started, what it gathered, and the first
+        look's costs and split during a second look."""
+        first = self._first_look
+        return {
+            "look_start": self._look_start,
+            "window": [r.to_json() for r in self._partition_window],
+            "first_look": None if first is None else [first[0].to_mapping(), list(first[1])],
+        }
+
+    def _restore_look(self, state: dict[str, Any]) -> None:
+        self._look_start = int(state["look_start"])
+        self._partition_window = [RankFrame.from_json(r) for r in state["window"]]
+        first = state["first_look"]
+        if first is not None:
+            self._first_look = (CostModel.from_mapping(first[0]), tuple(int(x) for x in first[1]))
 
     def run(self) -> TrainResult:
         """Run the remaining frames of ``config.frames``."""

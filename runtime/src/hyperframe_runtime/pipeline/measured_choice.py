@@ -10,9 +10,15 @@ rank alike:
   (``pipeline.calibration``), kept over the last :data:`WINDOW_FRAMES` measured frames;
 - the predicted frame time of each plan and of the frame about to run, and the drift of this
   rank's op costs from the calibrated ones;
-- planning in a helper process of global rank 0 (``pipeline.replanner``) while frames go on; when
-  its answer is in, rank 0 raises a flag in the per-frame summaries and broadcasts the plans, which
-  every rank takes at the same frame;
+- planning in a helper process of global rank 0 (``pipeline.replanner``) while frames go on. The
+  answer is taken :data:`PLAN_LAG_FRAMES` frames after the job was sent, at the same frame on
+  every rank (rank 0 waits for it there if the helper is slower, and broadcasts it), so which
+  frame runs which plan depends on what the run measured and planned, never on how fast the
+  helper was;
+- a re-planned order that challenges the winner is held apart from the candidate's plan until it
+  wins its paired frames;
+- :meth:`MeasuredChoice.to_json`: all of the above as JSON for the snapshot, from which a resumed
+  run goes on exactly where it stopped (exploring, mid-check, or waiting for a plan);
 - torch schedules whose activation peak is over the byte budget are dropped (``pipeline.memory``);
 - each plan's activation peak in micro-batch activations per rank, the selector's tie-break.
 
@@ -24,7 +30,7 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -40,18 +46,23 @@ from hyperframe_runtime.pipeline.candidates import (
 )
 from hyperframe_runtime.pipeline.metrics import RankFrame, RankSummary
 from hyperframe_runtime.pipeline.planning import FramePlan, costs_from_samples, plan_from_costs
-from hyperframe_runtime.pipeline.replanner import BackgroundPlanner, PlanOutcome
-from hyperframe_runtime.pipeline.selection import ScheduleSelector, Step
+from hyperframe_runtime.pipeline.replanner import BackgroundPlanner, PlanJob
+from hyperframe_runtime.pipeline.selection import Record, ScheduleSelector, Step
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import OpKind, Placement
 from hyperframe_runtime.schedule.simulate import memory_peaks
 
-__all__ = ["WINDOW_FRAMES", "FrameOutcome", "MeasuredChoice"]
+__all__ = ["PLAN_LAG_FRAMES", "WINDOW_FRAMES", "FrameOutcome", "MeasuredChoice", "twin_of"]
 
 log = logging.getLogger("hyperframe.train")
 
 WINDOW_FRAMES: Final = 4
 """Measured frames per placement kept for calibration (per replica)."""
+PLAN_LAG_FRAMES: Final = 3
+"""Frames between sending a planning job and taking its answer. Long enough that the helper is
+usually done (the planner's search is sized by ``planner_time_budget_s``), so the wait at that
+frame is usually nil; fixed, so that a slow helper on a loaded host delays nothing but that
+frame's boundary (``replan_s``)."""
 
 
 @dataclass(frozen=True)
@@ -73,38 +84,73 @@ class MeasuredChoice:
         config: TrainConfig,
         *,
         is_reporter: bool,
-        saved: FramePlan | None = None,
+        state: Mapping[str, Any] | None = None,
         forced: Mapping[str, FramePlan] | None = None,
         num_layers: int | None = None,
     ) -> None:
-        """``saved``: a snapshot's plan, exploited from the first frame when it is one of the
-        candidates (a resumed run does not explore again). ``forced`` replaces the plans of named
-        candidates (a test forces a bad plan on the planner's candidate to see it abandoned).
-        ``num_layers``: the layers the model can be cut between (``candidate_plans``)."""
+        """``state``: a snapshot's :meth:`to_json`; the run goes on from it (exploring,
+        checking, or planning as it was). ``forced`` replaces the plans of named candidates (a test
+        forces a bad plan on the planner's candidate to see it abandoned). ``num_layers``: the
+        layers the model can be cut between (``candidate_plans``)."""
         self.config = config
         self.is_reporter = is_reporter
         candidates, self.plans = candidate_plans(config, num_layers=num_layers)
         self.plans.update(forced or {})
-        start = ""
-        if saved is not None and saved.schedule in {c.name for c in candidates}:
-            start = saved.schedule
-            self.plans[start] = saved
-        self.selector = ScheduleSelector(candidates, replan_every=config.replan_every, start=start)
-        self.selector.ready.update(forced or {})
-        for name, plan in self.plans.items():
-            self.selector.peaks[name] = _unit_peak(plan)
+        self.selector = ScheduleSelector(candidates, replan_every=config.replan_every)
+        self.selector.set_ready(list(forced or {}))
+        self.selector.set_peaks({name: _unit_peak(plan) for name, plan in self.plans.items()})
         self.planner = BackgroundPlanner() if is_reporter else None
         self.calibrations: dict[Placement, Calibration] = {}
         self._windows: dict[Placement, list[RankFrame]] = defaultdict(list)
         self._predicted: dict[tuple[int, int], float] = {}
-        self._answer: tuple[tuple[PlanOutcome, ...], float] | None = None
+        self._job: PlanJob | None = None
+        """The planning job in flight (every rank holds it; rank 0's helper runs it)."""
+        self._due = 0
+        """The frame (``selector.record.frames``) at which the job's answer is taken."""
+        self.challenge: FramePlan | None = None
+        """A re-planned order challenging the winner, until its paired frames decide."""
         self._replans = 0
         self._cost_logged = False
+        if state is not None:
+            self._restore(state)
+
+    # ---- resume ------------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """Everything this choice measured, planned and decided, for the snapshot."""
+        names = {c.name for c in self.selector.candidates if c.is_planner}
+        return {
+            "record": self.selector.record.to_json(),
+            "plans": {n: p.to_json() for n, p in self.plans.items() if n in names},
+            "challenge": self.challenge.to_json() if self.challenge is not None else None,
+            "windows": [
+                [list(placement.stage_to_rank), [r.to_json() for r in window]]
+                for placement, window in self._windows.items()
+            ],
+            "job": self._job.to_json() if self._job is not None else None,
+            "due": self._due,
+            "replans": self._replans,
+        }
+
+    def _restore(self, state: Mapping[str, Any]) -> None:
+        self.selector.record = Record.from_json(state["record"])
+        self.plans.update({n: FramePlan.from_json(p) for n, p in state["plans"].items()})
+        self.challenge = FramePlan.from_json(state["challenge"]) if state["challenge"] else None
+        for stage_to_rank, window in state["windows"]:
+            placement = Placement(tuple(stage_to_rank))
+            self._windows[placement] = [RankFrame.from_json(r) for r in window]
+            self.calibrations[placement] = calibrate(self._windows[placement], placement)
+        self._due, self._replans = int(state["due"]), int(state["replans"])
+        if state["job"] is not None:  # it was planning: plan the same job again, due as before
+            self._job = PlanJob.from_json(state["job"])
+            if self.planner is not None:
+                self.planner.submit(self._job)
 
     # ---- before a frame ----------------------------------------------------------------------------
     def next_plan(self) -> tuple[Step, FramePlan]:
         """The selector's next step and the plan it runs."""
         step = self.selector.next_step()
+        if step.challenge and self.challenge is not None:
+            return step, self.challenge
         return step, self.plan_of(step.name)
 
     def plan_of(self, name: str) -> FramePlan:
@@ -147,12 +193,6 @@ class MeasuredChoice:
                 drift = max(drift, abs(got / expected - 1.0))
         return drift
 
-    def answer_ready(self) -> bool:
-        """Whether the background planner's answer is in (rank 0; the others never have one)."""
-        if self.planner is not None and self._answer is None:
-            self._answer = self.planner.poll()
-        return self._answer is not None
-
     def replan_due(self, summaries: list[RankSummary]) -> bool:
         """Feed the largest drift of this frame; True when a re-plan is due."""
         return self.selector.observe_drift(max(s.drift for s in summaries))
@@ -164,12 +204,11 @@ class MeasuredChoice:
         frame_s: float,
         ranks: list[RankFrame],
         replan_due: bool,
-        summaries: list[RankSummary],
         replan_seconds: Callable[[], list[float]],
     ) -> FrameOutcome:
         """Feed the selector this frame's outcome; calibrate, start and receive plans (collective
-        when a summary carries the plan-ready flag). ``replan_seconds`` gives the re-planning
-        seconds of the run's frames so far (for the exploration-cost log line)."""
+        at the frame a plan is due). ``replan_seconds`` gives the re-planning seconds of the run's
+        frames so far (for the exploration-cost log line)."""
         selector = self.selector
         placement = plan.placement
         over: dict[str, str] = {}
@@ -177,23 +216,32 @@ class MeasuredChoice:
             self._calibrate(placement, ranks, restart=replan_due)
             torch_plans = {n: p for n, p in self.plans.items() if not selector.candidate(n).is_planner}
             over = over_budget(self.config, torch_plans, self.calibrations)
-            for name in selector.ready:
-                if name in self.plans:
-                    selector.predicted[name] = self._predict(self.plans[name])
-        selector.observe(step, frame_s)
+            selector.set_predicted(
+                {n: self._predict(self.plans[n]) for n in selector.record.ready if n in self.plans}
+            )
+        verdict = selector.observe(step, frame_s)
+        if verdict.adopted and self.challenge is not None:
+            self.plans[verdict.adopted] = self.challenge
+            selector.set_peaks({verdict.adopted: _unit_peak(self.challenge)})
+            self.challenge = None
+        elif verdict.rejected:
+            self.challenge = None
         for name, why in over.items():  # after observe: a dropped schedule keeps no times
             selector.drop(name, why)
         targets = selector.needs_planning()
         if replan_due:
             target = selector.replan_target()
             targets = [target] if target else []
-        if targets:
+        if targets and self._job is None:
             job = planning_job(self.config, {n: selector.placement_of(n) for n in targets}, self.calibrations)
             if job.requests:
                 selector.planning_started()
+                self._job, self._due = job, selector.record.frames + PLAN_LAG_FRAMES
                 if self.planner is not None:
                     self.planner.submit(job)
-        planner_s = self._receive() if any(s.flag for s in summaries) else 0.0
+        planner_s = 0.0
+        if self._job is not None and selector.record.frames >= self._due:
+            planner_s = self._receive()
         events = tuple(selector.events)
         selector.events.clear()
         if not selector.exploring and selector.explore_s and not step.exploring:
@@ -208,38 +256,34 @@ class MeasuredChoice:
         frames = sorted({r.frame for r in window})[-WINDOW_FRAMES:]
         window[:] = [r for r in window if r.frame in frames]
         self.calibrations[placement] = calibrate(window, placement)
-        self.selector.calibrated.add(placement)
+        self.selector.calibrated(placement)
 
     def _receive(self) -> float:
-        """Take the planner's answer from rank 0 (collective); its planning seconds."""
+        """Take the planner's answer from rank 0 (collective; rank 0 waits for its helper if it is
+        not done yet); its planning seconds."""
         selector = self.selector
-        box: list[Any] = [self._answer]
+        box: list[Any] = [self.planner.wait() if self.planner is not None else None]
         dist.broadcast_object_list(box, src=0)
-        self._answer = None
+        self._job = None
         outcomes, planner_s = box[0]
         self._replans += 1
-        fresh = []
+        fresh: list[FramePlan] = []
         for outcome in outcomes:
             plan = plan_from_outcome(self.config, outcome, replans=self._replans)
-            self.plans[outcome.name] = plan
-            selector.predicted[outcome.name] = self._predict(plan)
-            selector.peaks[outcome.name] = _unit_peak(plan)
-            twin = next(
-                (
-                    n
-                    for n, other in self.plans.items()
-                    if n != outcome.name
-                    and n in selector.ready
-                    and other.placement == plan.placement
-                    and other.orders == plan.orders
-                ),
-                "",
-            )
-            if twin:
+            selector.set_predicted({outcome.name: self._predict(plan)})
+            twin = twin_of(self.plans, selector.record.ready, plan)
+            if selector.exploring:  # kept even when it repeats another order: it is what was planned
+                self.plans[plan.schedule] = plan
+                selector.set_peaks({plan.schedule: _unit_peak(plan)})
+            if twin:  # the same order as another schedule, or as the plan it would replace
                 selector.duplicate(outcome.name, twin)
             else:
-                fresh.append(outcome.name)
-        selector.plans_ready(fresh)
+                fresh.append(plan)
+        if (
+            fresh and not selector.exploring
+        ):  # a re-plan: it challenges the winner before it replaces anything
+            self.challenge = fresh[0]
+        selector.plans_ready([p.schedule for p in fresh])
         return float(planner_s)
 
     def _predict(self, plan: FramePlan) -> float:
@@ -263,7 +307,7 @@ class MeasuredChoice:
         self._cost_logged = True
         selector = self.selector
         cost = selector.exploration_cost_s() + sum(replan_seconds())
-        pace = statistics.median(selector.times.get(selector.winner) or [1.0])
+        pace = statistics.median(selector.times.get(selector.winner) or (1.0,))
         log.info(
             "exploration cost %.3fs over %d frames = %.1f%% of a 100-frame run at the winner's pace",
             cost,
@@ -275,6 +319,19 @@ class MeasuredChoice:
         if self.planner is not None:
             self.planner.close()
             self.planner = None
+
+
+def twin_of(plans: Mapping[str, FramePlan], ready: Set[str], plan: FramePlan) -> str:
+    """The ready schedule whose order ``plan`` repeats ("" if none), the plan it would replace
+    included: a re-plan that found the running order again changed nothing."""
+    return next(
+        (
+            n
+            for n, other in plans.items()
+            if n in ready and other.placement == plan.placement and other.orders == plan.orders
+        ),
+        "",
+    )
 
 
 def _unit_peak(plan: FramePlan) -> float:

@@ -24,6 +24,8 @@ slowest rank's wall time for the frame including the optimizer step):
 - ``replan_s``: seconds this frame's critical path spent on re-planning (receiving and switching
   to a new plan, moving stages when the placement changed); the planning itself runs in the
   background and its seconds are ``planner_s``, on the frame that swapped the plan in.
+- ``exchange_s``: seconds this rank spent after the frame's clock stopped in the collectives
+  the runtime adds per frame (the summaries' all-gather, and the op records' when gathered).
 
 Every frame the ranks exchange only a fixed handful of numbers each (:class:`RankSummary`); the
 per-op records (:class:`RankFrame`) are gathered only in frames that need them.
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import resource
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -66,8 +68,6 @@ class RankSummary:
     peak_memory_bytes: float
     drift: float = 0.0
     """Largest relative drift of this rank's measured op costs from those its plan was made from."""
-    flag: float = 0.0
-    """A rank-0 signal to all ranks (1.0: a new plan is ready to be broadcast)."""
     data_wait_s: float = 0.0
     """Seconds this rank waited for the frame's batch (inside ``frame_s``)."""
 
@@ -141,6 +141,21 @@ class RankFrame:
     def compute_s(self) -> float:
         return sum(end - start for _, _, _, start, end, _ in self.records)
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RankFrame:
+        """The inverse of :meth:`to_json` (tuples come back from JSON lists)."""
+        return cls(
+            **{
+                **data,
+                "records": [tuple(r) for r in data["records"]],
+                "reduces": [tuple(r) for r in data["reduces"]],
+                "activation_bytes": [tuple(a) for a in data.get("activation_bytes", [])],
+            }
+        )
+
     def summary(self) -> RankSummary:
         return RankSummary(
             frame_s=self.frame_s,
@@ -172,6 +187,7 @@ class FrameMetrics:
     exploring: bool = False
     replan_s: float = 0.0
     planner_s: float = 0.0
+    exchange_s: float = 0.0
     activation_peak_bytes: float = 0.0
     activation_peak_1f1b_bytes: float = 0.0
     data_wait_share: float = 0.0

@@ -12,7 +12,7 @@ learning rate and steps) and the snapshots (which save the schedule's position a
   new placement builds a new optimizer; the schedule's position survives that);
 - :func:`clip_grad_norm`: the global L2 norm over every parameter of the model. Each pipeline
   rank holds each parameter of its replica exactly once, and after the data-parallel all-reduce
-  (``executor.GradReducer``) every replica holds the same averaged gradients, so the sum of squares
+  (``grad_sync.GradReducer``) every replica holds the same averaged gradients, so the sum of squares
   all-reduced over the pipeline group is the whole model's; every rank scales by the same factor;
 - :func:`rng_state` / :func:`set_rng_state`: the global torch RNG (CPU and this rank's CUDA device)
   for the snapshots, so that a resumed run draws what the uninterrupted run would have.

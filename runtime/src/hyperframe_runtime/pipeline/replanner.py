@@ -18,8 +18,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from hyperframe_runtime.schedule.costs import CostModel
 from hyperframe_runtime.schedule.ir import Orders, Placement
@@ -45,6 +46,38 @@ class PlanJob:
     requests: tuple[PlanRequest, ...]
     num_microbatches: int
     time_budget_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        """The job as JSON (a snapshot taken while it plans re-submits it on resume)."""
+        return {
+            "num_microbatches": self.num_microbatches,
+            "time_budget_s": self.time_budget_s,
+            "requests": [
+                {
+                    "name": r.name,
+                    "stage_to_rank": list(r.placement.stage_to_rank),
+                    "variants": [[split, costs.to_mapping()] for split, costs in r.variants],
+                    "memory_limit": r.memory_limit,
+                }
+                for r in self.requests
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PlanJob:
+        return cls(
+            requests=tuple(
+                PlanRequest(
+                    name=str(r["name"]),
+                    placement=Placement(tuple(int(x) for x in r["stage_to_rank"])),
+                    variants=tuple((bool(split), CostModel.from_mapping(c)) for split, c in r["variants"]),
+                    memory_limit=None if r["memory_limit"] is None else float(r["memory_limit"]),
+                )
+                for r in data["requests"]
+            ),
+            num_microbatches=int(data["num_microbatches"]),
+            time_budget_s=float(data["time_budget_s"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -118,6 +151,15 @@ class BackgroundPlanner:
             answer = self._answers.get_nowait()
         except queue.Empty:
             return None
+        return self._take(answer)
+
+    def wait(self) -> tuple[tuple[PlanOutcome, ...], float]:
+        """The running job's answer, waiting for it as long as it takes."""
+        if not self.busy:
+            raise RuntimeError("no planning job is running")
+        return self._take(self._answers.get())
+
+    def _take(self, answer: object) -> tuple[tuple[PlanOutcome, ...], float]:
         self.busy = False
         if isinstance(answer, BaseException):
             raise RuntimeError(f"background planner failed: {answer}") from answer
