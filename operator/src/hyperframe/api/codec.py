@@ -270,6 +270,8 @@ def _parse_value(
     # list
     if not isinstance(v, list):
         return fail(f"expected a list, got {_describe(v)}")
+    if shape.length is not None and len(v) != shape.length:
+        return fail(f"has {len(v)} items, not {shape.length}", f"give exactly {shape.length}")
     if meta.min_items is not None and len(v) < meta.min_items:
         return fail(f"has {len(v)} items, fewer than {meta.min_items}", f"give at least {meta.min_items}")
     if meta.max_items is not None and len(v) > meta.max_items:

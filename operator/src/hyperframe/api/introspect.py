@@ -31,6 +31,8 @@ class Shape:
     choices: tuple[str, ...] = ()
     enum_type: type[enum.Enum] | None = None
     """For an ``Enum`` annotation: the class a parsed value becomes (``Literal`` stays a string)."""
+    length: int | None = None
+    """For a fixed-length ``tuple[X, X]``: the number of items."""
     as_list: bool = False
     """For ``list[X]``: parsed into a list (``tuple[X, ...]``, the models' form, parses to a tuple)."""
 
@@ -51,9 +53,11 @@ def shape_of(tp: Any) -> Shape:
     if origin is Literal:
         return Shape("enum", choices=tuple(str(a) for a in args))
     if origin is tuple:
-        if len(args) != 2 or args[1] is not Ellipsis:
-            raise TypeError(f"only tuple[X, ...] is supported, got {tp!r}")
-        return Shape("list", item=shape_of(args[0]))
+        if len(args) == 2 and args[1] is Ellipsis:
+            return Shape("list", item=shape_of(args[0]))
+        if args and all(a == args[0] for a in args):
+            return Shape("list", item=shape_of(args[0]), length=len(args))
+        raise TypeError(f"only tuple[X, ...] and tuple[X, X] are supported, got {tp!r}")
     if origin is list:
         return Shape("list", item=shape_of(args[0]), as_list=True)
     if origin in (Mapping, dict, typing.Mapping):
