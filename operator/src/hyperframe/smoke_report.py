@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
 
+from hyperframe.api.codec import parse_lenient
 from hyperframe.constants import TERMINATION_MESSAGE_MAX_BYTES, SmokeExit
 from hyperframe.smoke_remedies import FAILURES, remedy_for
 
@@ -219,7 +220,9 @@ class SmokeReport:
         """Parse a termination message; never raises.
 
         ``exit_code`` is the container's exit code, used when the message does not carry one
-        (empty, cut or garbage). Fields of the wrong type are dropped and named in ``reason``.
+        (empty, cut or garbage). The fields are read by the API's codec, forgivingly
+        (:func:`~hyperframe.api.codec.parse_lenient`): a field of the wrong type takes its default
+        and is named in ``reason`` as ``path: problem: fix``, unknown fields are ignored.
         """
         text = s.strip()
         try:
@@ -235,40 +238,15 @@ class SmokeReport:
             return _unreadable("termination message is empty", exit_code)
         if not isinstance(data, dict):
             return _unreadable(f"termination message is JSON {type(data).__name__}, not an object", exit_code)
-        problems: list[str] = []
-        fields = _Fields(data, problems)
-        raw_devices = data.get("devices", [])
-        devices: list[DeviceFigures] = []
-        if isinstance(raw_devices, list):
-            for i, raw in enumerate(raw_devices):
-                device = _device(raw, f"devices[{i}]", problems)
-                if device is not None:
-                    devices.append(device)
-        else:
-            problems.append("devices: not a list")
-        summary = _summary(data.get("device_summary"), problems)
-        report = cls(
-            version=fields.int_("version", REPORT_VERSION),
-            ok=fields.bool_("ok", False),
-            exit_code=fields.int_("exit_code", exit_code),
-            node=fields.str_("node", ""),
-            node_rank=fields.opt_int("node_rank"),
-            failed_check=fields.opt_str("failed_check"),
-            reason=fields.str_("reason", ""),
-            remedy=fields.str_("remedy", ""),
-            busbw_gbps=fields.opt_float("busbw_gbps"),
-            algbw_gbps=fields.opt_float("algbw_gbps"),
-            world_size=fields.int_("world_size", 0),
-            duration_s=fields.opt_float("duration_s") or 0.0,
-            devices=devices,
-            device_summary=summary,
-            devices_omitted=fields.int_("devices_omitted", 0),
-            missing_ranks=fields.int_list("missing_ranks"),
-            suspect_node_ranks=fields.int_list("suspect_node_ranks"),
-            fault=_fault(fields.opt_str("fault"), problems),
-        )
-        if "ok" not in data or "exit_code" not in data:
-            problems.append("ok/exit_code missing")
+        fallback: dict[type[Any], dict[str, Any]] = {
+            SmokeReport: {"ok": False, "exit_code": exit_code, "node": ""},
+            DeviceFigures: {"name": "", "ok": False},  # a device of unknown health counts as failed
+            DeviceSummary: {"count": 0, "failed": 0},
+        }
+        parsed, errors = parse_lenient(cls, data, fallback=fallback)
+        assert parsed is not None, "every required field has a fallback"
+        report = parsed
+        problems = [_cut(str(e), 200) for e in errors]
         if report.ok and report.exit_code != int(SmokeExit.PASS):
             problems.append(f"ok is true but exit_code is {report.exit_code}")
             report = replace(report, ok=False)
@@ -278,16 +256,6 @@ class SmokeReport:
             note = "report partly unreadable: " + "; ".join(problems)
             report = replace(report, reason=f"{report.reason} ({note})" if report.reason else note)
         return report
-
-
-def _fault(value: str | None, problems: list[str]) -> Fault | None:
-    if value is None:
-        return None
-    try:
-        return Fault(value)
-    except ValueError:
-        problems.append(f"fault: expected one of {', '.join(f.value for f in Fault)}, got {value!r:.40}")
-        return None
 
 
 def _cut(text: str, limit: int) -> str:
@@ -302,107 +270,4 @@ def _unreadable(reason: str, exit_code: int) -> SmokeReport:
         failed_check="report.unreadable",
         reason=reason,
         remedy=FAILURES["report.unreadable"].remedy,
-    )
-
-
-class _Fields:
-    """Typed, forgiving access to a decoded JSON object; bad values become defaults + a problem."""
-
-    def __init__(self, data: dict[str, Any], problems: list[str], where: str = "") -> None:
-        self._data = data
-        self._problems = problems
-        self._where = where
-
-    def _bad(self, key: str, want: str) -> None:
-        self._problems.append(f"{self._where}{key}: expected {want}, got {self._data[key]!r:.40}")
-
-    def int_(self, key: str, default: int) -> int:
-        value = self.opt_int(key)
-        return default if value is None else value
-
-    def opt_int(self, key: str) -> int | None:
-        value = self._data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self._bad(key, "an integer")
-            return None
-        return value
-
-    def bool_(self, key: str, default: bool) -> bool:
-        value = self._data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            self._bad(key, "true/false")
-            return default
-        return value
-
-    def opt_str(self, key: str) -> str | None:
-        value = self._data.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str):
-            self._bad(key, "a string")
-            return None
-        return value
-
-    def str_(self, key: str, default: str) -> str:
-        value = self.opt_str(key)
-        return default if value is None else value
-
-    def opt_float(self, key: str) -> float | None:
-        value = self._data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            self._bad(key, "a number")
-            return None
-        return float(value)
-
-    def int_list(self, key: str) -> list[int]:
-        value = self._data.get(key)
-        if value is None:
-            return []
-        if not isinstance(value, list) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
-        ):
-            self._bad(key, "a list of integers")
-            return []
-        return list(value)
-
-
-def _device(raw: object, where: str, problems: list[str]) -> DeviceFigures | None:
-    if not isinstance(raw, dict):
-        problems.append(f"{where}: not an object")
-        return None
-    f = _Fields(raw, problems, f"{where}.")
-    index = f.opt_int("index")
-    if index is None:
-        problems.append(f"{where}: no index")
-        return None
-    return DeviceFigures(
-        index=index,
-        name=f.str_("name", ""),
-        tflops=f.opt_float("tflops"),
-        mem_bw_gbps=f.opt_float("mem_bw_gbps"),
-        ok=f.bool_("ok", False),
-        node_rank=f.opt_int("node_rank"),
-    )
-
-
-def _summary(raw: object, problems: list[str]) -> DeviceSummary | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        problems.append("device_summary: not an object")
-        return None
-    f = _Fields(raw, problems, "device_summary.")
-    return DeviceSummary(
-        count=f.int_("count", 0),
-        failed=f.int_("failed", 0),
-        tflops_min=f.opt_float("tflops_min"),
-        tflops_median=f.opt_float("tflops_median"),
-        mem_bw_min_gbps=f.opt_float("mem_bw_min_gbps"),
-        mem_bw_median_gbps=f.opt_float("mem_bw_median_gbps"),
     )

@@ -4,7 +4,8 @@ Every rank reads the same JSON file (``hyperframe-train --config PATH``). The la
 operator's resolved job config onto this class; local mode and tests build it directly. The class is
 self-contained on purpose (no import of the operator's API models) so that the runtime can be used
 without the operator, and it validates itself on construction: a bad value raises ``ValueError``
-naming the field and the fix.
+naming the field and the fix. JSON is read by the job API's codec (:mod:`hyperframe.api.codec`,
+pure Python, no models), so its key and type errors read like the job API's.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
+
+from hyperframe.api.codec import parse
 
 __all__ = [
     "POLICIES",
@@ -350,30 +353,11 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TrainConfig:
-        """Build from a mapping; unknown keys and wrong types are errors that name the key."""
+        """Build from a mapping with the API's codec: unknown keys and wrong types are errors
+        (:class:`~hyperframe.api.errors.SpecError`, a ``ValueError``), each ``key: problem: fix``."""
         if not isinstance(raw, dict):
             raise ValueError(f"training config must be a JSON object, got {type(raw).__name__}")
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(raw) - set(fields))
-        if unknown:
-            raise ValueError(f"{unknown[0]}: unknown training-config key; known keys: {', '.join(fields)}")
-        for key, value in raw.items():
-            f = fields[key]
-            default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-            expected: type = type(default)
-            if expected is tuple:  # JSON has no tuples: a list of numbers
-                if not isinstance(value, list | tuple) or not all(
-                    isinstance(v, int | float) and not isinstance(v, bool) for v in value
-                ):
-                    raise ValueError(f"{key}: expected a list of numbers, got {value!r}")
-                continue
-            ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                ok = True
-            if not ok:
-                raise ValueError(f"{key}: expected {expected.__name__}, got {value!r}")
-        values = {k: _as_declared(fields[k], v) for k, v in raw.items()}
-        return cls(**values)
+        return parse(cls, raw, path="")
 
     @classmethod
     def from_json(cls, text: str) -> TrainConfig:
@@ -388,15 +372,6 @@ class TrainConfig:
     def load(cls, path: str | Path) -> TrainConfig:
         """Read a JSON file (see ``from_dict``)."""
         return cls.from_json(Path(path).read_text(encoding="utf-8"))
-
-
-def _as_declared(f: dataclasses.Field[Any], value: Any) -> Any:
-    """``value`` (type-checked) as the field's type: ints of float fields, lists of tuple fields."""
-    if type(f.default) is float:
-        return float(value)
-    if isinstance(f.default, tuple):
-        return tuple(float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v for v in value)
-    return value
 
 
 def _check_positive(config: TrainConfig, *names: str) -> None:

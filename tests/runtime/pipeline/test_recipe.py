@@ -107,7 +107,7 @@ def test_sgd_gets_momentum_and_weight_decay() -> None:
         ({"precision": "bf16"}, "precision:"),
         ({"optimizer": "lion"}, "optimizer:"),
         ({"lr_schedule": "step"}, "lr_schedule:"),
-        ({"betas": ["a", 0.9]}, "betas:"),
+        ({"betas": ["a", 0.9]}, "betas[0]:"),
     ],
 )
 def test_bad_recipe_fields_name_the_field(fields: dict[str, Any], path: str) -> None:

@@ -28,23 +28,27 @@ def test_policy_default_stages_per_rank(policy: str, stages_per_rank: int) -> No
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"policy": "pipedream"}, "policy: 'pipedream' is not one of"),
+        ({"policy": "pipedream"}, 'policy: unknown value string "pipedream": use one of hyperframe, gpipe'),
         ({"pipeline": 2, "n_layers": 3}, "n_layers: 3 blocks cannot fill pipeline (2) x stages_per_rank (2)"),
-        ({"layer_split": "greedy"}, "layer_split: 'greedy' must be 'auto', 'even' or 'measured'"),
+        (
+            {"layer_split": "greedy"},
+            'layer_split: unknown value string "greedy": use one of auto, even, measured',
+        ),
         (
             {"policy": "interleaved1f1b", "pipeline": 2, "n_layers": 4, "layer_split": "measured"},
             "layer_split: 'measured' splits for one stage per rank or a V",
         ),
         ({"d_model": 30, "n_heads": 4}, "d_model: 30 is not a multiple of n_heads"),
         ({"frames": 0}, "frames: 0 must be >= 1"),
-        ({"frames": True}, "frames: expected int"),
-        ({"lr": "fast"}, "lr: expected float"),
+        ({"frames": True}, "frames: expected an integer, got boolean true: use an integer"),
+        ({"lr": "fast"}, 'lr: expected a number, got string "fast": use a number'),
         ({"replan_every": -1}, "replan_every: -1 must be >= 0"),
         ({"policy": "zbv", "stages_per_rank": 1}, "stages_per_rank: policy 'zbv' needs 2"),
         ({"policy": "interleaved1f1b", "pipeline": 2, "microbatches_per_frame": 3}, "microbatches_per_frame"),
         ({"device": "cpu", "backend": "nccl"}, "backend: 'nccl' needs device 'cuda'"),
+        ({"betas": [0.9]}, "betas: has 1 items, not 2: give exactly 2"),
         ({"model": "mymodel"}, "model: 'mymodel' must be 'gpt' or 'package.module:function'"),
-        ({"epochs": 3}, "epochs: unknown training-config key"),
+        ({"epochs": 3}, "epochs: unknown field: remove it or fix the spelling"),
     ],
 )
 def test_invalid_values_name_the_field(raw: dict[str, object], message: str) -> None:

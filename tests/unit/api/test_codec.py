@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from enum import StrEnum
+
 import pytest
-from hyperframe.api.codec import dump, parse
+from hyperframe.api.codec import dump, parse, parse_lenient
 from hyperframe.api.errors import FieldError, SpecError
 from hyperframe.api.job import Frames, JobSpec, Parallelism
 from hyperframe.api.kube import EnvVar
@@ -152,3 +155,47 @@ def test_map_values_must_be_strings() -> None:
 def test_pass_through_objects_need_their_keys() -> None:
     errs = errors_of(JobSpec, {"volumes": [{"emptyDir": {}}]})
     assert "spec.volumes[0].name: required string field is missing: set name" in errs.values()
+
+
+# -- lenient parsing: the same field model for formats another version of the project writes --
+
+
+class _Colour(StrEnum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Item:
+    index: int
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Wire:
+    ok: bool
+    size_bytes: int = 0
+    colour: _Colour | None = None
+    items: list[_Item] = field(default_factory=list)
+
+
+def test_lenient_parse_keeps_what_is_good_and_names_the_rest() -> None:
+    value, errors = parse_lenient(
+        _Wire,
+        {"size_bytes": "big", "colour": "blue", "items": [{"index": 1}, 7, {"label": "x"}], "newer": 1},
+        fallback={_Wire: {"ok": False}},
+    )
+    assert value == _Wire(ok=False, colour=_Colour.BLUE, items=[_Item(index=1)])
+    assert isinstance(value.colour, _Colour) and isinstance(value.items, list)
+    assert [str(e) for e in errors] == [
+        "ok: required field is missing: set it to true or false",
+        'size_bytes: expected an integer, got string "big": use an integer',
+        "items[1]: expected an object, got integer 7: write a mapping of fields",
+        "items[2].index: required field is missing: set it to an integer",
+    ]
+
+
+def test_lenient_parse_without_a_fallback_for_a_required_field_gives_none() -> None:
+    value, errors = parse_lenient(_Wire, {"ok": "yes"})
+    assert value is None
+    assert [e.path for e in errors] == ["ok"]

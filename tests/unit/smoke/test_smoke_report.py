@@ -172,4 +172,7 @@ def test_fault_roundtrips_and_an_unknown_value_is_dropped_and_named() -> None:
     assert back.fault == Fault.OTHER and back.suspect_node_ranks == [1]
     assert '"fault"' not in report.to_termination_message(), "no fault, no key"
     odd = SmokeReport.from_termination_message('{"ok":false,"exit_code":1,"node":"a","fault":"mine"}')
-    assert odd.fault is None and "fault: expected one of own, other, unattributed" in odd.reason
+    assert (
+        odd.fault is None
+        and 'fault: unknown value string "mine": use one of own, other, unattributed' in odd.reason
+    )

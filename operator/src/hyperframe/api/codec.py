@@ -3,6 +3,10 @@
 Parsing is strict the way ``kubectl apply --validate=strict`` is: unknown fields are errors
 (with a did-you-mean), because a misspelt field that is silently ignored is the worst kind of
 bug in a training job. Every error carries the full field path.
+
+:func:`parse_lenient` is the forgiving twin for wire formats that another version of the project
+writes (the gate's termination report): same field model, same error text, but a bad field falls
+back to its default instead of failing the whole object.
 """
 
 from __future__ import annotations
@@ -14,10 +18,10 @@ from collections.abc import Mapping
 from typing import Any, Final, TypeVar, cast
 
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.fields import FORMATS, FieldMeta, field_meta, json_name
+from hyperframe.api.fields import FORMATS, META_KEY, FieldMeta, field_meta, json_name
 from hyperframe.api.introspect import Shape, model_fields
 
-__all__ = ["dump", "expectation", "parse"]
+__all__ = ["dump", "expectation", "parse", "parse_lenient"]
 
 T = TypeVar("T")
 
@@ -38,6 +42,26 @@ def parse(cls: type[T], obj: Any, *, path: str) -> T:
     if errors or isinstance(value, _Invalid):
         raise SpecError(errors or [FieldError(path, "invalid", "fix the errors above")])
     return cast(T, value)
+
+
+Fallbacks = Mapping[type[Any], Mapping[str, Any]]
+"""For lenient parsing: per model class, the value each field (by Python name) takes when it is
+missing or wrong, in place of its dataclass default."""
+
+
+def parse_lenient(
+    cls: type[T], obj: Any, *, path: str = "", fallback: Fallbacks | None = None
+) -> tuple[T | None, list[FieldError]]:
+    """Parse ``obj`` forgivingly; return the value and every problem found (never raises).
+
+    Unknown fields are ignored (a newer writer may add some); a field whose value is wrong takes
+    its ``fallback`` or else its default; a list or map entry that is wrong is dropped. A missing
+    required field is reported even when it has a fallback. The value is None only when a
+    required field has neither a valid value nor a fallback.
+    """
+    errors: list[FieldError] = []
+    value = _parse_model(cls, obj, path, errors, fallback or {})
+    return (None if isinstance(value, _Invalid) else cast(T, value)), errors
 
 
 def dump(value: Any) -> Any:
@@ -111,7 +135,31 @@ def expectation(shape: Shape, meta: FieldMeta) -> str:
     return "an object"
 
 
-def _parse_model(cls: type[Any], obj: Any, path: str, errors: list[FieldError]) -> Any:
+def _meta_of(f: dataclasses.Field[Any]) -> FieldMeta:
+    """A declared field's metadata; a plain dataclass field has none (no constraints)."""
+    return field_meta(f) if META_KEY in f.metadata else _NO_META
+
+
+def _default_of(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return _INVALID
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _parse_model(
+    cls: type[Any],
+    obj: Any,
+    path: str,
+    errors: list[FieldError],
+    lenient: Fallbacks | None = None,
+) -> Any:
+    """``lenient`` is None for strict parsing, else the fallbacks of :func:`parse_lenient`."""
     if not isinstance(obj, Mapping):
         errors.append(
             FieldError(path, f"expected an object, got {_describe(obj)}", "write a mapping of fields")
@@ -120,29 +168,30 @@ def _parse_model(cls: type[Any], obj: Any, path: str, errors: list[FieldError]) 
     ok = True
     known: list[str] = []
     kwargs: dict[str, Any] = {}
+    fallback = {} if lenient is None else lenient.get(cls, {})
     for f, shape in model_fields(cls):
         name = json_name(f)
         known.append(name)
-        sub = f"{path}.{name}"
+        sub = _join(path, name)
         raw = obj.get(name)
+        meta = _meta_of(f)
         if raw is None:
-            if f.default is not dataclasses.MISSING:
-                kwargs[f.name] = f.default
-            elif f.default_factory is not dataclasses.MISSING:
-                kwargs[f.name] = f.default_factory()
-            else:
-                meta = field_meta(f)
+            value = _default_of(f)
+            if isinstance(value, _Invalid):
                 errors.append(
                     FieldError(sub, "required field is missing", f"set it to {expectation(shape, meta)}")
                 )
-                ok = False
-            continue
-        value = _parse_value(shape, field_meta(f), raw, sub, errors)
+            if f.name in fallback:
+                value = fallback[f.name]
+        else:
+            value = _parse_value(shape, meta, raw, sub, errors, lenient)
+        if isinstance(value, _Invalid) and lenient is not None:
+            value = fallback[f.name] if f.name in fallback else _default_of(f)
         if isinstance(value, _Invalid):
             ok = False
         else:
             kwargs[f.name] = value
-    for key in obj:
+    for key in () if lenient is not None else obj:
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f'did you mean "{close[0]}"?' if close else "known fields: " + ", ".join(known)
@@ -155,7 +204,14 @@ def _parse_model(cls: type[Any], obj: Any, path: str, errors: list[FieldError]) 
     return cls(**kwargs)
 
 
-def _parse_value(shape: Shape, meta: FieldMeta, v: Any, path: str, errors: list[FieldError]) -> Any:
+def _parse_value(
+    shape: Shape,
+    meta: FieldMeta,
+    v: Any,
+    path: str,
+    errors: list[FieldError],
+    lenient: Fallbacks | None = None,
+) -> Any:
     kind = shape.kind
     bad = len(errors)
 
@@ -165,7 +221,7 @@ def _parse_value(shape: Shape, meta: FieldMeta, v: Any, path: str, errors: list[
 
     if kind == "model":
         assert shape.model is not None  # guaranteed by shape_of
-        return _parse_model(shape.model, v, path, errors)
+        return _parse_model(shape.model, v, path, errors, lenient)
     if kind == "raw":
         if not isinstance(v, Mapping):
             return fail(f"expected an object, got {_describe(v)}")
@@ -200,31 +256,40 @@ def _parse_value(shape: Shape, meta: FieldMeta, v: Any, path: str, errors: list[
     if kind == "enum":
         if not isinstance(v, str) or v not in shape.choices:
             return fail(f"unknown value {_describe(v)}")
-        return v
+        return v if shape.enum_type is None else shape.enum_type(v)
     if kind == "map":
         if not isinstance(v, Mapping):
             return fail(f"expected a map, got {_describe(v)}")
         assert shape.item is not None
         out: dict[str, Any] = {}
         for key, item in v.items():
-            parsed = _parse_value(shape.item, _NO_META, item, f"{path}.{key}", errors)
+            parsed = _parse_value(shape.item, _NO_META, item, f"{path}.{key}", errors, lenient)
             if not isinstance(parsed, _Invalid):
                 out[str(key)] = parsed
-        return out if len(errors) == bad else _INVALID
+        return out if lenient is not None or len(errors) == bad else _INVALID
     # list
     if not isinstance(v, list):
         return fail(f"expected a list, got {_describe(v)}")
+    if shape.length is not None and len(v) != shape.length:
+        return fail(f"has {len(v)} items, not {shape.length}", f"give exactly {shape.length}")
     if meta.min_items is not None and len(v) < meta.min_items:
         return fail(f"has {len(v)} items, fewer than {meta.min_items}", f"give at least {meta.min_items}")
     if meta.max_items is not None and len(v) > meta.max_items:
         return fail(f"has {len(v)} items, more than {meta.max_items}", f"give at most {meta.max_items}")
     assert shape.item is not None
     item_meta = FieldMeta(doc="", raw_keys=meta.raw_keys, fmt=meta.fmt, max_length=meta.max_length)
-    items = [_parse_value(shape.item, item_meta, item, f"{path}[{i}]", errors) for i, item in enumerate(v)]
-    if len(errors) != bad:
+    items = [
+        _parse_value(shape.item, item_meta, item, f"{path}[{i}]", errors, lenient) for i, item in enumerate(v)
+    ]
+    if lenient is not None:
+        items = [item for item in items if not isinstance(item, _Invalid)]
+    elif len(errors) != bad:
         return _INVALID
-    _check_unique(items, meta, path, errors)
-    return tuple(items) if len(errors) == bad else _INVALID
+    else:
+        _check_unique(items, meta, path, errors)
+    if len(errors) != bad and lenient is None:
+        return _INVALID
+    return list(items) if shape.as_list else tuple(items)
 
 
 def _check_bounds(v: float, meta: FieldMeta, fail: Any) -> Any:

@@ -196,7 +196,13 @@ def field_meta(f: dataclasses.Field[Any]) -> FieldMeta:
 
 
 def json_name(f: dataclasses.Field[Any]) -> str:
-    """The wire name: the declared one, else the snake_case name in camelCase."""
+    """The wire name: the declared one, else the snake_case name in camelCase.
+
+    A plain dataclass field (no :func:`spec_field`) keeps its Python name: that is how the
+    project's snake_case wire formats (the gate's report, the image matrix) are parsed by the
+    same codec. The CRD's schema and docs accept only declared fields (:func:`field_meta`)."""
+    if META_KEY not in f.metadata:
+        return f.name
     meta = field_meta(f)
     if meta.json:
         return meta.json

@@ -7,6 +7,7 @@ classification, so a type the three disagree on cannot exist.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import types
 import typing
 from collections.abc import Mapping
@@ -28,6 +29,12 @@ class Shape:
     """Element shape for ``list`` and value shape for ``map``."""
     model: type[Any] | None = None
     choices: tuple[str, ...] = ()
+    enum_type: type[enum.Enum] | None = None
+    """For an ``Enum`` annotation: the class a parsed value becomes (``Literal`` stays a string)."""
+    length: int | None = None
+    """For a fixed-length ``tuple[X, X]``: the number of items."""
+    as_list: bool = False
+    """For ``list[X]``: parsed into a list (``tuple[X, ...]``, the models' form, parses to a tuple)."""
 
 
 _SCALARS: dict[Any, Kind] = {str: "str", int: "int", float: "float", bool: "bool"}
@@ -46,13 +53,19 @@ def shape_of(tp: Any) -> Shape:
     if origin is Literal:
         return Shape("enum", choices=tuple(str(a) for a in args))
     if origin is tuple:
-        if len(args) != 2 or args[1] is not Ellipsis:
-            raise TypeError(f"only tuple[X, ...] is supported, got {tp!r}")
-        return Shape("list", item=shape_of(args[0]))
+        if len(args) == 2 and args[1] is Ellipsis:
+            return Shape("list", item=shape_of(args[0]))
+        if args and all(a == args[0] for a in args):
+            return Shape("list", item=shape_of(args[0]), length=len(args))
+        raise TypeError(f"only tuple[X, ...] and tuple[X, X] are supported, got {tp!r}")
+    if origin is list:
+        return Shape("list", item=shape_of(args[0]), as_list=True)
     if origin in (Mapping, dict, typing.Mapping):
         if args[1] is Any:
             return Shape("raw")
         return Shape("map", item=shape_of(args[1]))
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return Shape("enum", choices=tuple(str(m.value) for m in tp), enum_type=tp)
     if tp in _SCALARS:
         return Shape(_SCALARS[tp])
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
