@@ -150,4 +150,5 @@ def causal_lm(config: TrainConfig) -> TorchModel:
         init=lm._init_weights,
         weights=path,
         tokens_per_sample=config.seq_len,
+        vocab_size=int(hf_config.vocab_size),
     )

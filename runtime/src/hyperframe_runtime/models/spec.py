@@ -56,6 +56,10 @@ class ModelSpec:
     resumed run sees the same data as an uninterrupted one."""
     tokens_per_sample: int = 0
     """Tokens in one sample, for the tokens/s metric; 0 when the model has no tokens."""
+    vocab_size: int = 0
+    """The model's token vocabulary: every token id of the job's data must be below it (checked
+    at start from the shards' ``meta.json``, and on the first batch of a ``data_factory``
+    dataset, as a configuration error); 0 = not checked."""
     num_layers: int = 0
     """Layers the model can be cut between (the built-in GPT: its blocks); 0 = no per-layer hook."""
     build_layers: Callable[[int, int, range], nn.Module] | None = None
