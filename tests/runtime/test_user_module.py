@@ -96,7 +96,10 @@ def test_the_jobs_sequence_length_reaches_the_factory(seq_len: int | None) -> No
             "no_such_package_xyz.model:build",
             ["module 'no_such_package_xyz.model' does not import", "install the package"],
         ),
-        ("args_model:missing", ["has no callable 'missing' (missing)", "def missing(config) -> ModelSpec"]),
+        (
+            "args_model:missing",
+            ["has no callable 'missing' (missing)", "def missing(config) -> TorchModel` (or ModelSpec)"],
+        ),
         ("args_model:NOT_CALLABLE", ["has no callable 'NOT_CALLABLE' (not callable)"]),
         ("args_model:two_args", ["cannot be called as two_args(config)", "takes exactly one argument"]),
         ("args_model:not_a_spec", ["returned dict, expected", "return a TorchModel or a ModelSpec"]),

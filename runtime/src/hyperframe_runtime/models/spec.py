@@ -160,15 +160,15 @@ def load_model_spec(config: TrainConfig) -> ModelSpec:
         found = "not callable" if hasattr(module, attr) else "missing"
         raise ModelLoadError(
             f"{_FIELD}: {module_name!r} ({getattr(module, '__file__', None) or 'no file'}) has no "
-            f"callable {attr!r} ({found}); define `def {attr}(config) -> ModelSpec` there or name "
-            "the right function after the colon"
+            f"callable {attr!r} ({found}); define `def {attr}(config) -> TorchModel` (or ModelSpec) "
+            "there or name the right function after the colon"
         )
     try:
         inspect.signature(factory).bind(config)
     except TypeError as exc:
         raise ModelLoadError(
             f"{_FIELD}: {config.model} cannot be called as {attr}(config) ({exc}); the factory "
-            f"takes exactly one argument, the TrainConfig: `def {attr}(config) -> ModelSpec` "
+            f"takes exactly one argument, the TrainConfig: `def {attr}(config) -> TorchModel` "
             "(its arguments are config.model_args)"
         ) from None
     except ValueError:  # no signature (some builtins): let the call tell
