@@ -38,7 +38,9 @@ def _docs(name: str = "cpu-tiny") -> list[dict[str, object]]:
     return list(yaml.safe_load_all((REPO / "examples" / f"{name}.yaml").read_text()))
 
 
-def _with_module(docs: list[dict[str, object]], name: str, args: object = None) -> list[dict[str, object]]:
+def _with_module(
+    docs: list[dict[str, object]], name: str, args: object = None, seq_len: int | None = None
+) -> list[dict[str, object]]:
     for doc in docs:
         if doc["kind"] == "HyperFrameJob":
             spec = doc["spec"]
@@ -46,6 +48,8 @@ def _with_module(docs: list[dict[str, object]], name: str, args: object = None) 
             module: dict[str, object] = {"name": name}
             if args is not None:
                 module["args"] = args
+            if seq_len is not None:
+                module["seqLen"] = seq_len
             spec["entrypoint"] = {"module": module}
         else:
             spec = doc["spec"]
@@ -70,6 +74,21 @@ def test_job_args_reach_the_factory() -> None:
     assert spec.num_layers == 2 and spec.build_stage(0, 1).blocks["0"].qkv.in_features == 16
 
 
+@pytest.mark.parametrize("seq_len", [None, 48])
+def test_the_jobs_sequence_length_reaches_the_factory(seq_len: int | None) -> None:
+    runtime, job = _with_module(_docs(), "args_model:sized", ARGS, seq_len=seq_len)
+    config = train_config(resolve(parse_job(job), parse_runtime(runtime)).config)
+    expected = seq_len or 32  # entrypoint.module.seqLen's default
+    assert config.seq_len == expected
+    sys.path.insert(0, str(USER_MODELS))
+    try:
+        spec = load_model_spec(TrainConfig.from_json(config.to_json()))
+    finally:
+        sys.path.remove(str(USER_MODELS))
+    assert spec.tokens_per_sample == expected  # what the factory read as config.seq_len
+    assert spec.build_stage(0, 1).pos_emb.num_embeddings == expected
+
+
 @pytest.mark.parametrize(
     ("model", "expect"),
     [
@@ -77,7 +96,10 @@ def test_job_args_reach_the_factory() -> None:
             "no_such_package_xyz.model:build",
             ["module 'no_such_package_xyz.model' does not import", "install the package"],
         ),
-        ("args_model:missing", ["has no callable 'missing' (missing)", "def missing(config) -> ModelSpec"]),
+        (
+            "args_model:missing",
+            ["has no callable 'missing' (missing)", "def missing(config) -> TorchModel` (or ModelSpec)"],
+        ),
         ("args_model:NOT_CALLABLE", ["has no callable 'NOT_CALLABLE' (not callable)"]),
         ("args_model:two_args", ["cannot be called as two_args(config)", "takes exactly one argument"]),
         ("args_model:not_a_spec", ["returned dict, expected", "return a TorchModel or a ModelSpec"]),

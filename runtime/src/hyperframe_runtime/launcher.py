@@ -111,7 +111,11 @@ def train_config(job: ResolvedJobConfig) -> TrainConfig:
             "n_layers": entry.builtin.layers,
         }
     elif entry.module is not None:
-        model = {"model": entry.module.name, "model_args": dict(entry.module.args)}
+        model = {
+            "model": entry.module.name,
+            "model_args": dict(entry.module.args),
+            "seq_len": entry.module.seq_len,
+        }
     else:
         raise JobEnvError("config.invalid", "entrypoint: neither builtin nor module is set; set one of them")
     frames, parallelism = job.frames, job.parallelism

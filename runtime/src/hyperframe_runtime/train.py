@@ -8,8 +8,9 @@ torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. The con
 (``hyperframe.constants.TrainExit``): 0 when every frame ran; 2 for a configuration error (the
 message names the field): a bad config, a user model that does not import, has no such factory or
 a factory of the wrong signature (``models.load_model_spec``, run before the process group
-starts), data that is not there, or a snapshot of another model or layout; 75 (``PREEMPTED``)
-when SIGTERM stopped the run at a frame boundary, after that frame's snapshot; 1 for anything else.
+starts), data that is not there, token ids not below the model's vocabulary
+(``ModelSpec.vocab_size``), or a snapshot of another model or layout; 75 (``PREEMPTED``) when
+SIGTERM stopped the run at a frame boundary, after that frame's snapshot; 1 for anything else.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from hyperframe.constants import TrainExit
 
 from hyperframe_runtime.config import TrainConfig
 from hyperframe_runtime.data.errors import DataError
-from hyperframe_runtime.data.loader import check_data_source
+from hyperframe_runtime.data.loader import check_data_source, check_model_vocab
 from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline.checkpoint import SnapshotMismatchError
 from hyperframe_runtime.pipeline.frame_loop import train
@@ -89,6 +90,7 @@ def _run(config_path: str, stop: StopFlag) -> int:
         check_data_source(config)
         device = _device(config, local_rank)
         spec: ModelSpec = load_model_spec(config)
+        check_model_vocab(config, spec)
     except (OSError, ValueError) as exc:
         print(f"hyperframe-train: {exc}", file=sys.stderr)
         return int(EXIT_CONFIG)

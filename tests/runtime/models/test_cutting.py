@@ -212,3 +212,16 @@ def test_hf_weights_saved_in_bf16_load_into_fp32_stages_and_bad_args_are_config_
         load_model_spec(TrainConfig(model=hf, model_args={}, data_shards="/shards"))
     with pytest.raises(ModelLoadError, match=r"model_args\)\.path: .* has no config\.json"):
         load_model_spec(TrainConfig(model=hf, model_args={"path": str(tmp_path)}, data_shards="/shards"))
+    gpt2 = {
+        "model_type": "gpt2",
+        "n_embd": 16,
+        "n_layer": 2,
+        "n_head": 2,
+        "vocab_size": 64,
+        "n_positions": 16,
+    }
+    with pytest.raises(
+        ModelLoadError, match=r"^entrypoint\.module\.seqLen .*: 32 tokens per sample, .* = 16 rows"
+    ):
+        load_model_spec(TrainConfig(model=hf, model_args={"config": gpt2}, seq_len=32, data_shards="/shards"))
+    load_model_spec(TrainConfig(model=hf, model_args={"config": gpt2}, seq_len=16, data_shards="/shards"))

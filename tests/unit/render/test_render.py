@@ -101,6 +101,17 @@ def test_configmap_holds_the_resolved_config() -> None:
     assert cfg.smoke.min_bus_bandwidth_gbps == 100
 
 
+def test_configmap_carries_the_user_modules_sequence_length() -> None:
+    module = {"name": "my_project.train:build_model", "seqLen": 256}
+    cm = render_configmap(*pair(spec={"entrypoint": {"builtin": "__delete__", "module": module}}))
+    cfg = ResolvedJobConfig.from_json(cm["data"][CONFIG_FILE_NAME])
+    assert cfg.entrypoint.module is not None and cfg.entrypoint.module.seq_len == 256
+    module = {"name": "my_project.train:build_model"}
+    cm = render_configmap(*pair(spec={"entrypoint": {"builtin": "__delete__", "module": module}}))
+    cfg = ResolvedJobConfig.from_json(cm["data"][CONFIG_FILE_NAME])
+    assert cfg.entrypoint.module is not None and cfg.entrypoint.module.seq_len == 32  # the default
+
+
 def test_configmap_hands_the_progress_ca_to_the_pods_only_with_a_status_url() -> None:
     pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
     url = "https://op.hf.svc:8081/v1/namespaces/default/hyperframejobs/j/progress"

@@ -188,13 +188,23 @@ class UserModule:
     """The user's model factory, importable in the job's image (spec.image, e.g. from `hyperframe image build`) or from a mounted volume on PYTHONPATH."""
 
     name: str = spec_field(
-        "The model factory as module:function, called as function(config) -> ModelSpec.",
+        "The model factory as module:function, called as function(config): it returns a "
+        "hyperframe_runtime.models.TorchModel (an ordinary torch module and where it may be cut; "
+        "the runtime cuts it into pipeline stages), or a hand-split ModelSpec for advanced use. "
+        "hyperframe_runtime.models.hf:causal_lm is the Hugging Face causal-LM factory.",
         fmt="python-function",
         max_length=512,
     )
     args: Mapping[str, Any] = spec_field(
         "Free-form arguments of the factory (any JSON object); it reads them as config.model_args.",
         default_factory=dict,
+    )
+    seq_len: int = spec_field(
+        "Tokens per sample: the window length of spec.data.shards, and what the factory reads as "
+        "config.seq_len (a model's maximum positions must be at least this).",
+        default=32,
+        minimum=1,
+        maximum=1048576,
     )
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "LoaderBatches",
     "SpecBatches",
     "check_data_source",
+    "check_model_vocab",
     "import_factory",
     "open_batches",
     "open_dataset",
@@ -96,6 +97,7 @@ class LoaderBatches:
         pin_memory: bool = False,
         field: str = "data",
         state: dict[str, Any] | None = None,
+        vocab_size: int = 0,
     ) -> None:
         self.order = order
         self.position = order.position_from(state) if state else 0
@@ -112,13 +114,29 @@ class LoaderBatches:
             worker_init_fn=_leave_the_ranks_process_group if workers else None,
         )
         self._batches: Iterator[Any] | None = None
+        self._vocab_size = vocab_size
+        """The model's vocabulary that the first frame's token ids are checked against; 0 = none."""
 
     def next_frame(self, frame: int) -> Batch:
         if self._batches is None:  # workers start with the first frame, not at construction
             self._batches = iter(self._loader)
         parts = [self._pair(next(self._batches)) for _ in range(self._microbatches)]
         self.position += self._microbatches * self._micro_batch_size
-        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        batch = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        if self._vocab_size:
+            self._check_vocab(batch)
+            self._vocab_size = 0  # the first batch only: the dataset has no recorded maximum
+        return batch
+
+    def _check_vocab(self, batch: Batch) -> None:
+        ids = [t for t in batch if not t.is_floating_point() and not t.is_complex() and t.numel()]
+        top = max((int(t.max()) for t in ids), default=-1)
+        if top >= self._vocab_size:
+            raise DataError(
+                f"{self._field}: the first batch holds token ids up to {top}, but the model's "
+                f"vocab_size is {self._vocab_size}; give the model a vocabulary of at least "
+                f"{top + 1} ({_VOCAB_FIX}), or return token ids below {self._vocab_size}"
+            )
 
     def _pair(self, batch: Any) -> Batch:
         if (
@@ -183,14 +201,27 @@ def check_data_source(config: TrainConfig) -> None:
         import_factory(config.data_factory)
 
 
-def open_dataset(config: TrainConfig) -> Dataset[Any]:
-    """The dataset ``config`` names (``data_shards`` or ``data_factory``)."""
+_VOCAB_FIX = (
+    "the model's vocabulary: entrypoint.module.args.config.vocab_size for "
+    "hyperframe_runtime.models.hf:causal_lm, TorchModel.vocab_size's module otherwise"
+)
+
+
+def check_model_vocab(config: TrainConfig, spec: ModelSpec) -> None:
+    """Every token id of the shards below the model's ``vocab_size`` (``ModelSpec.vocab_size``,
+    0 = not checked), from their ``meta.json``: a :class:`DataError` naming the path, the largest
+    token id, the vocabulary and the fix, before any stage runs."""
+    if config.data_shards and spec.vocab_size > 0 and config.model != "gpt":  # gpt: check_data_source
+        check_vocab(read_meta(config.data_shards), spec.vocab_size, fix=_VOCAB_FIX)
+
+
+def open_dataset(config: TrainConfig, *, vocab_size: int = 0) -> Dataset[Any]:
+    """The dataset ``config`` names (``data_shards`` or ``data_factory``); ``vocab_size`` > 0:
+    the model's vocabulary, which every window of the shards is checked against."""
     if config.data_shards:
         check_data_source(config)
         meta = read_meta(config.data_shards)
-        return ShardDataset(
-            meta, config.seq_len, vocab_size=config.vocab_size if config.model == "gpt" else 0
-        )
+        return ShardDataset(meta, config.seq_len, vocab_size=vocab_size)
     dataset = import_factory(config.data_factory)(config)
     if isinstance(dataset, IterableDataset):
         raise DataError(
@@ -218,7 +249,7 @@ def open_batches(
     samples = config.microbatches_per_frame * config.micro_batch_size
     if not (config.data_shards or config.data_factory):
         return SpecBatches(spec.make_batch, replica=replica, samples=samples)
-    dataset = open_dataset(config)
+    dataset = open_dataset(config, vocab_size=spec.vocab_size)
     field = "data.shards" if config.data_shards else "data.factory"
     order = ReplicaOrder(len(dataset), config.data, replica, config.seed)  # type: ignore[arg-type]
     return LoaderBatches(
@@ -231,6 +262,7 @@ def open_batches(
         pin_memory=pin_memory,
         field=field,
         state=state,
+        vocab_size=0 if config.data_shards else spec.vocab_size,  # shards: checked from meta.json
     )
 
 

@@ -138,13 +138,17 @@ def read_meta(root: str | Path, *, field: str = "data.shards") -> ShardMeta:
     return meta
 
 
-def check_vocab(meta: ShardMeta, vocab_size: int, *, field: str = "data.shards") -> None:
-    """Raise unless every token id of the shards is below the model's ``vocab_size``."""
+def check_vocab(
+    meta: ShardMeta, vocab_size: int, *, field: str = "data.shards", fix: str = "entrypoint.builtin.vocabSize"
+) -> None:
+    """Raise unless every token id of the shards is below the model's ``vocab_size``; ``fix``
+    names where the model's vocabulary is set."""
     if meta.max_token >= vocab_size:
         raise DataError(
             f"{field}: {meta.root} holds token ids up to {meta.max_token} ({meta.tokenizer or 'unknown'} "
             f"tokenizer, vocabulary {meta.vocab_size}), but the model's vocab_size is {vocab_size}; "
-            f"set vocab_size to at least {meta.max_token + 1} (entrypoint.builtin.vocabSize)"
+            f"set vocab_size to at least {meta.max_token + 1} ({fix}), or prepare the shards with "
+            "the model's tokenizer"
         )
 
 

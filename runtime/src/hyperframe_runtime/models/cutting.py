@@ -440,6 +440,7 @@ def torch_model_spec(model: TorchModel, config: TrainConfig, where: str) -> Mode
         loss_fn=model.loss_fn,
         make_batch=model.make_batch or no_data,
         tokens_per_sample=model.tokens_per_sample,
+        vocab_size=model.vocab_size,
         num_layers=plan.num_pieces,
         build_layers=build,
         build_empty_layers=empty,

@@ -155,4 +155,5 @@ def gpt_model_spec(config: TrainConfig) -> ModelSpec:
         loss_fn=gpt_loss,
         make_batch=lambda frame, replica, n: synthetic_batch(config, frame, replica, n),
         tokens_per_sample=config.seq_len,
+        vocab_size=config.vocab_size,
     )

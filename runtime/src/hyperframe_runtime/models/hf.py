@@ -141,6 +141,13 @@ def causal_lm(config: TrainConfig) -> TorchModel:
             f"{_FIELD}.config.model_type: {type(lm).__name__} is neither Llama-style (model.layers "
             "with a rotary embedding) nor GPT-2-style (transformer.h); write a TorchModel factory for it"
         )
+    positions = int(getattr(hf_config, "n_positions", 0) or 0)
+    if base == "transformer" and 0 < positions < config.seq_len:  # learned positions: no more rows
+        raise ModelLoadError(
+            f"entrypoint.module.seqLen (training config: seq_len): {config.seq_len} tokens per sample, "
+            f"but the model's learned position embedding has n_positions = {positions} rows; lower "
+            f"seqLen to at most {positions}, or raise n_positions in {_FIELD}.config"
+        )
     path = str(args.get("path") or "")
     return TorchModel(
         module=CausalLMStages(lm, base),
@@ -150,4 +157,5 @@ def causal_lm(config: TrainConfig) -> TorchModel:
         init=lm._init_weights,
         weights=path,
         tokens_per_sample=config.seq_len,
+        vocab_size=int(hf_config.vocab_size),
     )

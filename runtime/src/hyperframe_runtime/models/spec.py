@@ -56,6 +56,10 @@ class ModelSpec:
     resumed run sees the same data as an uninterrupted one."""
     tokens_per_sample: int = 0
     """Tokens in one sample, for the tokens/s metric; 0 when the model has no tokens."""
+    vocab_size: int = 0
+    """The model's token vocabulary: every token id of the job's data must be below it (checked
+    at start from the shards' ``meta.json``, and on the first batch of a ``data_factory``
+    dataset, as a configuration error); 0 = not checked."""
     num_layers: int = 0
     """Layers the model can be cut between (the built-in GPT: its blocks); 0 = no per-layer hook."""
     build_layers: Callable[[int, int, range], nn.Module] | None = None
@@ -156,15 +160,15 @@ def load_model_spec(config: TrainConfig) -> ModelSpec:
         found = "not callable" if hasattr(module, attr) else "missing"
         raise ModelLoadError(
             f"{_FIELD}: {module_name!r} ({getattr(module, '__file__', None) or 'no file'}) has no "
-            f"callable {attr!r} ({found}); define `def {attr}(config) -> ModelSpec` there or name "
-            "the right function after the colon"
+            f"callable {attr!r} ({found}); define `def {attr}(config) -> TorchModel` (or ModelSpec) "
+            "there or name the right function after the colon"
         )
     try:
         inspect.signature(factory).bind(config)
     except TypeError as exc:
         raise ModelLoadError(
             f"{_FIELD}: {config.model} cannot be called as {attr}(config) ({exc}); the factory "
-            f"takes exactly one argument, the TrainConfig: `def {attr}(config) -> ModelSpec` "
+            f"takes exactly one argument, the TrainConfig: `def {attr}(config) -> TorchModel` "
             "(its arguments are config.model_args)"
         ) from None
     except ValueError:  # no signature (some builtins): let the call tell

@@ -56,6 +56,9 @@ class TorchModel:
     load instead of initialising: each rank reads only its stages' tensors, by parameter name."""
     tokens_per_sample: int = 0
     """Tokens in one sample, for the tokens/s metric; 0 when the model has no tokens."""
+    vocab_size: int = 0
+    """The model's token vocabulary (its embedding's rows): every token id of the job's data must
+    be below it, checked at start (``ModelSpec.vocab_size``); 0 = not checked."""
     frame_metrics: Callable[[int], Mapping[str, float]] | None = None
     """Optional: as ``ModelSpec.frame_metrics``."""
 
