@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hyperframe.controller.fence import NotLeader, WriteFence, request_budget, term_end
@@ -162,3 +162,51 @@ def test_no_write_of_the_old_leader_is_sent_or_awaited_once_a_standby_can_take_o
         sent_ends = [t for t, how in zip(ended, outcomes, strict=True) if how != "refused"]
         assert max(sent_ends) < took_over
         assert max(sent_ends) < min(t for t, how in zip(ended, outcomes, strict=True) if how == "refused")
+
+
+class _CancelledWhileRenewing(LeaderElector):
+    """Renews at once; on its third attempt the elector's own task is cancelled just as the
+    attempt succeeds (an operator shutting down while a renew answers)."""
+
+    task: asyncio.Task[None] | None = None
+    attempts = 0
+
+    async def _try_acquire_or_renew(self, deadline: float) -> bool:
+        self.attempts += 1
+        if self.attempts == 3 and self.task is not None:
+            self.task.cancel()
+        return True
+
+
+def test_a_cancel_that_meets_a_finishing_renew_still_stops_the_elector() -> None:
+    """asyncio.wait_for (Python 3.11) returns the inner result when the outer task is cancelled
+    in the step the inner one finishes, swallowing the cancel: the elector then renewed forever
+    and a shutdown (or a test's cleanup) waited for it for ever."""
+
+    async def scenario() -> tuple[bool, int]:
+        elector = _CancelledWhileRenewing(
+            cast(KubeApi, None),
+            namespace="ns",
+            name="op",
+            identity="a",
+            lease_seconds=LEASE_SECONDS,
+            renew_deadline_seconds=RENEW_DEADLINE,
+            retry_seconds=0.01,
+        )
+
+        async def lead() -> None:
+            await asyncio.Event().wait()
+
+        elector.task = asyncio.create_task(elector.run(lead))
+        try:
+            await asyncio.wait_for(asyncio.shield(elector.task), timeout=5)
+        except asyncio.CancelledError:
+            pass
+        except TimeoutError:
+            elector.task.cancel()  # the swallowed cancel: stop it for good before failing
+            await asyncio.gather(elector.task, return_exceptions=True)
+            return False, elector.attempts
+        return elector.task.cancelled(), elector.attempts
+
+    stopped, attempts = asyncio.run(scenario())
+    assert stopped, f"the elector went on renewing ({attempts} attempts) after it was cancelled"

@@ -136,7 +136,8 @@ class Controller:
         self.metrics.leader.set(0)
         if leading and self._label is not None:
             try:
-                await asyncio.wait_for(self._label.drop(), timeout=_LABEL_DROP_SECONDS)
+                async with asyncio.timeout(_LABEL_DROP_SECONDS):  # not wait_for: see leader.py
+                    await self._label.drop()
             except TimeoutError:
                 log.warning("leader label not removed within %.0f s", _LABEL_DROP_SECONDS)
         resync, self._resync = self._resync, None

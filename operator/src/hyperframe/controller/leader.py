@@ -212,8 +212,11 @@ class LeaderElector:
         remaining = deadline - started
         if remaining <= 0:
             return False
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the inner result when this
+        # task is cancelled in the step the attempt finishes, and the elector then never stopped.
         try:
-            written = await asyncio.wait_for(self._try_acquire_or_renew(deadline), timeout=remaining)
+            async with asyncio.timeout(remaining):
+                written = await self._try_acquire_or_renew(deadline)
         except (TimeoutError, _TermOver):
             return False
         if written:
