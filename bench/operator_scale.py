@@ -1,7 +1,7 @@
 """Operator scale: N HyperFrameJobs x 4 pods created by K concurrent clients on simulated GPU nodes.
 
     .venv/bin/python -m bench.operator_scale [--jobs 100,500] [--clients 20] [--nodes M]
-        [--qps 50 --burst 100] [--workers 16] [--json]
+        [--qps 200 --burst 400] [--workers 16] [--json]
 
 For each N, in a fresh namespace and with a freshly started operator (``python -m
 hyperframe.controller``, so its peak RSS belongs to that N), K client threads create the N jobs
@@ -263,8 +263,8 @@ def main() -> int:
     parser.add_argument(
         "--nodes", type=int, default=0, help="simulated GPU nodes (default: enough for the largest N)"
     )
-    parser.add_argument("--qps", type=float, default=50.0)
-    parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--qps", type=float, default=200.0)
+    parser.add_argument("--burst", type=int, default=400)
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--crds", type=Path, default=REPO / "crds", help="CRD directory to install")
