@@ -11,12 +11,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from hyperframe.constants import LABEL_MANAGED_BY, MANAGED_BY
+from hyperframe.constants import GROUP, JOB_PLURAL, LABEL_MANAGED_BY, MANAGED_BY, RUNTIME_PLURAL, VERSION
 
 from .caches import Caches, JobKey
 from .config import OperatorConfig
 from .fence import WriteFence
-from .kube import KubeApi, load_api_client
+from .kube import ApiError, KubeApi, load_api_client
 from .leader import LeaderElector, own_namespace
 from .leader_label import LeaderLabel
 from .metrics import Metrics
@@ -26,6 +26,7 @@ from .workqueue import WorkQueue
 
 __all__ = ["Controller"]
 
+_DISCOVERY_RETRY_SECONDS = 1.0
 _LABEL_DROP_SECONDS = 5.0
 """Bound on removing the leader label when leadership ends (the API may be what failed)."""
 
@@ -71,6 +72,7 @@ class Controller:
         )
         self.metrics.queue_depth.set_function(lambda: float(len(self.queue or ())))
         log.info("operator started as %s: %s", self.identity, config)
+        await self._wait_served(self.kube)
         if not config.lease_name:
             await self._activate()  # no election: this is the only replica
             return
@@ -96,6 +98,25 @@ class Controller:
             fence=self.fence,
         )
         self._election = asyncio.create_task(self._lead(self._elector), name="leader-election")
+
+    async def _wait_served(self, kube: KubeApi) -> None:
+        """Return once the API server's discovery serves HyperFrameJobs and HyperFrameRuntimes.
+
+        kopf resolves the watched resources once, after the startup handlers, and later only when a
+        CRD changes: a replica started while the API server is (re)starting would otherwise never
+        watch the jobs, and as the leader it would reconcile none of them.
+        """
+        while True:
+            try:
+                served = await kube.served_job_resources()
+            except (ApiError, OSError) as exc:
+                served, why = set(), repr(exc)
+            else:
+                why = f"served: {sorted(served) or 'none'}"
+            if {JOB_PLURAL, RUNTIME_PLURAL} <= served:
+                return
+            log.warning("waiting for the API server to serve %s/%s (%s)", GROUP, VERSION, why)
+            await asyncio.sleep(_DISCOVERY_RETRY_SECONDS)
 
     async def _lead(self, elector: LeaderElector) -> None:
         try:

@@ -1,4 +1,4 @@
-"""Carrying out the creation of a gang: the dry run of every object, then the creates.
+"""Carrying out the creation of a gang: the dry run of its pods and PodGroup, then the creates.
 
 The decisions (what a refusal means, what to roll back, when to try again) are the state
 machine's (:func:`~hyperframe.controller.state_machine.refused`, :mod:`.policy_gang`); this module
@@ -54,18 +54,25 @@ def _raise_first_error(results: Sequence[object]) -> None:
             raise result
 
 
+_NOT_DRY_RUN = frozenset({"Service", "ConfigMap"})
+"""Kinds the operator renders whole and that hold no resources: a refusal of one on creation comes
+before any pod is created (:func:`create_gang` creates them first), so their dry run would only
+cost two requests per gang."""
+
+
 async def dry_run_gang(
     kube: KubeApi, namespace: str, objects: Sequence[Mapping[str, Any]], describe: Describe
 ) -> Refusal | None:
-    """A server-side dry run (``dryRun=All``) of every object, each pod included: the first refusal.
+    """A server-side dry run (``dryRun=All``) of every pod and the PodGroup: the first refusal.
 
     Each object is admitted on its own against what the cluster holds now, so a quota with room
     for one pod but not for the whole gang passes here and refuses a real create later.
     """
+    checked = [o for o in objects if o.get("kind") not in _NOT_DRY_RUN]
     results = await asyncio.gather(
-        *(kube.create(namespace, o, dry_run=True) for o in objects), return_exceptions=True
+        *(kube.create(namespace, o, dry_run=True) for o in checked), return_exceptions=True
     )
-    refusal = _first_refusal(objects, results, describe, dry_run=True)
+    refusal = _first_refusal(checked, results, describe, dry_run=True)
     if refusal is None:
         _raise_first_error(results)
     return refusal

@@ -19,12 +19,28 @@ __all__ = ["build_registry"]
 _MANAGED = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """No change detection: only event handlers are registered, which need no diff, yet kopf's
+    default storage deep-copies every event's body to build one (about a tenth of the operator's
+    CPU when thousands of pods change)."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def build_registry(controller: Controller) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # events are the controller's own, after each status write
+        settings.persistence.diffbase_storage = _NoDiffBase()
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         settings.watching.label_selectors["v1", "pods"] = _MANAGED  # server-side filter

@@ -229,6 +229,13 @@ class KubeApi:
         path = f"{_JOBS.format(ns=namespace)}/{name}"
         await self._request("delete", JOB_PLURAL, "DELETE", path, body=body, tolerate=(404, 409))
 
+    async def served_job_resources(self) -> set[str]:
+        """The resources the API server's discovery lists for HyperFrame's group and version (empty
+        while it does not serve them, e.g. an API server still starting up)."""
+        path = f"/apis/{GROUP}/{VERSION}"
+        listing = await self._request("get", "discovery", "GET", path, tolerate=(404, 503)) or {}
+        return {str(r.get("name")) for r in listing.get("resources") or () if isinstance(r, dict)}
+
     async def get_runtime(self, name: str) -> dict[str, Any] | None:
         path = f"/apis/{GROUP}/{VERSION}/{RUNTIME_PLURAL}/{name}"
         return await self._request("get", RUNTIME_PLURAL, "GET", path, tolerate=(404,))

@@ -21,6 +21,7 @@ _ENV = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
     keep_trailing_newline=True,
+    auto_reload=False,  # the templates ship with the package: no stat of each file per render
 )
 _ENV.filters["j"] = lambda value: json.dumps(value, ensure_ascii=False)
 
