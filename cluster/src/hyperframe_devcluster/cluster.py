@@ -95,6 +95,13 @@ class LocalCluster:
         """host:port of the local image registry (with the real node), else None."""
         return self.node.registry_address() if self.config.real_node else None
 
+    def rest(self) -> RestClient:
+        """An admin REST client of the running cluster."""
+        ports = self.config.read_ports()
+        if ports is None:
+            raise RuntimeError(f"no cluster is up in {self.config.state_dir}")
+        return self._rest(ports)
+
     def apiserver_ready(self) -> bool:
         ports = self.config.read_ports()
         if ports is None or not self.pki.ca_cert.exists():
