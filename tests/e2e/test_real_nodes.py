@@ -71,10 +71,8 @@ def two_nodes(
     if not (images / "digests.json").exists():  # this session's registry has them once pushed
         demo.build_images(registry, images)
     home = tmp_path_factory.mktemp("helm")
-    placement = demo.real_node_placement()
-    placement["nodeSelector"]["kubernetes.io/hostname"] = "hf-real-0"
     values = {
-        **placement,
+        **demo.real_node_placement("hf-real-0"),
         "operator": {"extraEnv": [{"name": k, "value": v} for k, v in OPERATOR_ENV.items()]},
     }
     result = demo.install_operator(local_cluster.kubeconfig, home, images, extra_values=values)
@@ -82,6 +80,7 @@ def two_nodes(
     kubectl = local_cluster.kubectl
     runtime = demo.real_node_runtime(images)
     runtime["metadata"]["name"] = RUNTIME
+    runtime["spec"]["pod"].update(demo.real_node_placement(None))  # either real node
     runtime["spec"]["pod"]["resources"] = {"cpu": "1100m", "memory": "3Gi"}
     kubectl.apply([runtime])
     kubectl.run("create", "namespace", NS)
@@ -160,6 +159,14 @@ def _wait_gang_running(
         interval_s=1,
     )
     return newer(pods)
+
+
+def _events(kubectl: Kubectl, name: str) -> list[str]:
+    out = kubectl.run(
+        "get", "events", "-n", NS, "--field-selector", f"involvedObject.name={name}",
+        "--sort-by=.lastTimestamp", "-o", "custom-columns=REASON:.reason,MESSAGE:.message", check=False,
+    ).stdout  # fmt: skip
+    return out.splitlines()
 
 
 def _resumed_frames(kubectl: Kubectl, pod: str) -> list[int]:
@@ -249,7 +256,7 @@ def test_a_node_lost_mid_run_restarts_the_gang_on_the_other_node_from_its_checkp
 ) -> None:
     kubectl, nodes = two_nodes.kubectl, two_nodes.nodes
     node_faults.cordon(kubectl, "hf-real-0")  # the job starts on hf-real-1, which then dies
-    kubectl.apply([_job(two_nodes, "lost", nodes=1, frames=40, every=3)], namespace=NS)
+    kubectl.apply([_job(two_nodes, "lost", nodes=1, frames=20, every=3)], namespace=NS)
     [first] = _wait_gang_running(kubectl, "lost", generation_above=-1, count=1)
     assert first["spec"]["nodeName"] == "hf-real-1"
     _wait_status(kubectl, "lost", lambda s: s.get("progress", {}).get("frame", 0) >= 6, "frame 6 of job lost")
@@ -271,11 +278,16 @@ def test_a_node_lost_mid_run_restarts_the_gang_on_the_other_node_from_its_checkp
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the operator counts an evicted pod as PodDeleted (a failure) as soon as its deletion starts, "
+    "before the trainer's exit 75 is seen; the fix belongs to the issue 'The operator under faults'",
+)
 def test_a_drain_mid_run_preempts_the_trainer_which_resumes_on_the_other_node_uncounted(
     two_nodes: TwoNodes,
 ) -> None:
     kubectl = two_nodes.kubectl
-    kubectl.apply([_job(two_nodes, "drained", nodes=1, frames=40, every=3)], namespace=NS)
+    kubectl.apply([_job(two_nodes, "drained", nodes=1, frames=20, every=3)], namespace=NS)
     [first] = _wait_gang_running(kubectl, "drained", generation_above=-1, count=1)
     _wait_status(
         kubectl, "drained", lambda s: s.get("progress", {}).get("frame", 0) >= 6, "frame 6 of job drained"
@@ -294,7 +306,11 @@ def test_a_drain_mid_run_preempts_the_trainer_which_resumes_on_the_other_node_un
     )
     assert status["phase"] == "Succeeded", status.get("message")
     assert pod["spec"]["nodeName"] == other
-    assert status["restarts"] == 0, "a drain is a preemption: it must not count against backoffLimit"
+    assert status["restarts"] == 0, (
+        "a drain is a preemption: it must not count against backoffLimit",
+        [(c["type"], c.get("reason"), c.get("message")) for c in status.get("conditions", [])],
+        _events(kubectl, "drained"),
+    )
     resumed = _resumed_frames(kubectl, pod["metadata"]["name"])
     assert resumed and resumed[0] >= 3, resumed
     print(f"drain of {node} -> gang Running on {other}: {back_s:.1f}s (SIGTERM, snapshot, exit 75 included)")

@@ -1,4 +1,4 @@
-"""Helpers for tests on the real node `hf-real-0`: pods pinned to it and images pushed by digest."""
+"""Helpers for tests on the real nodes: pods pinned to one (`hf-real-0` by default) and images pushed by digest."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ def debian_python_image(registry: str) -> str:
 
 
 def real_node_pod(
-    name: str, image: str, command: list[str], *, node: str | None = None, **spec: Any
+    name: str, image: str, command: list[str], *, node: str | None = node_config.NODE_NAME, **spec: Any
 ) -> dict[str, Any]:
-    """A pod that only a real node runs (its label and its taint's toleration); `node` picks which."""
+    """A pod that only a real node runs (its label and its taint's toleration); `node` picks which
+    (hf-real-0 by default; None: any real node)."""
     labels = spec.pop("labels", {})
     selector = {node_config.REAL_NODE_LABEL: "true"}
     if node is not None:

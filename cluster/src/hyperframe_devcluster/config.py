@@ -115,8 +115,8 @@ class ClusterConfig:
         """Defaults, overridden by $HYPERFRAME_CLUSTER_GPU_NODES, $HYPERFRAME_CLUSTER_START_TIMEOUT,
         $HYPERFRAME_CLUSTER_REAL_NODE, $HYPERFRAME_CLUSTER_REAL_NODES and $HYPERFRAME_CLUSTER_KUEUE.
 
-        $HYPERFRAME_CLUSTER_REAL_NODES=N (0..4) wins over $HYPERFRAME_CLUSTER_REAL_NODE: 0 is no
-        real node, N >= 1 that many.
+        $HYPERFRAME_CLUSTER_REAL_NODES=N (0..4) is how many real nodes: alone it also turns them
+        on (0: off); $HYPERFRAME_CLUSTER_REAL_NODE=0 turns them off whatever the count.
         """
         explicit = set(overrides)
         for env, key, kind in (
@@ -145,7 +145,7 @@ class ClusterConfig:
                 raise ValueError(f"{ENV_REAL_NODES}={raw_count!r}: expected 0..{_MAX_REAL_NODES}") from None
             if not 0 <= count <= _MAX_REAL_NODES:
                 raise ValueError(f"{ENV_REAL_NODES}={raw_count!r}: expected 0..{_MAX_REAL_NODES}")
-            if "real_node" not in explicit:
+            if "real_node" not in explicit and (os.environ.get(ENV_REAL_NODE) is None or count == 0):
                 overrides["real_node"] = count > 0
             overrides["real_nodes"] = max(count, 1)
         return cls(state_dir=state_dir, **overrides)  # type: ignore[arg-type]

@@ -1,7 +1,8 @@
 """How many real nodes a cluster gets: HYPERFRAME_CLUSTER_REAL_NODE(S), recorded in state.json.
 
-Covers: REAL_NODE=1 alone meaning one node; REAL_NODES=N meaning N (0: none) and winning over
-REAL_NODE; an explicit override winning over both; bad values named with the fix; the count
+Covers: REAL_NODE=1 alone meaning one node; REAL_NODES=N meaning N (0: none), also beside
+REAL_NODE=1; REAL_NODE=0 turning them off whatever the count (`make test` sets both); an
+explicit override winning over both; bad values named with the fix; the count
 surviving `from_state`; and the dev cluster's node limit matching the network plan's.
 """
 
@@ -22,6 +23,7 @@ from hyperframe_devcluster.config import ENV_REAL_NODE, ENV_REAL_NODES, ClusterC
         ({ENV_REAL_NODES: "2"}, (True, 2)),
         ({ENV_REAL_NODE: "1", ENV_REAL_NODES: "2"}, (True, 2)),
         ({ENV_REAL_NODE: "1", ENV_REAL_NODES: "0"}, (False, 1)),
+        ({ENV_REAL_NODE: "0", ENV_REAL_NODES: "2"}, (False, 2)),
         ({}, (False, 1)),
     ],
 )
