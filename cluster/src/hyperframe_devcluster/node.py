@@ -459,9 +459,12 @@ class RealNode:
     def _cgroup_pids(self) -> set[int]:
         pids: set[int] = set()
         for root in self.cgroup_dirs():
-            for procs in root.rglob("cgroup.procs"):
-                with contextlib.suppress(OSError, ValueError):
-                    pids.update(int(line) for line in procs.read_text().split())
+            # os.walk skips directories that vanish while it walks (runc removes a container's
+            # cgroups as the container exits); Path.rglob raises instead.
+            for directory, _, files in os.walk(root):
+                if "cgroup.procs" in files:
+                    with contextlib.suppress(OSError, ValueError):
+                        pids.update(int(line) for line in Path(directory, "cgroup.procs").read_text().split())
         return pids
 
     def _kill_leftovers(self) -> None:
@@ -477,11 +480,9 @@ class RealNode:
 
     def _remove_cgroups(self) -> None:
         for root in self.cgroup_dirs():
-            for directory in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            for directory, _, _ in os.walk(root, topdown=False):  # deepest first; root last
                 with contextlib.suppress(OSError):
-                    directory.rmdir()
-            with contextlib.suppress(OSError):
-                root.rmdir()
+                    Path(directory).rmdir()
 
     def _delete_netns(self) -> None:
         if Path("/run/netns", self._netns).exists():

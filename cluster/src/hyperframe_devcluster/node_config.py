@@ -1,6 +1,6 @@
-"""The real node's network plan and the configuration files of its components (pure: no I/O).
+"""The real nodes' network plan and the configuration files of their components (pure: no I/O).
 
-The real node (`hf-real-0`) runs containerd, the kubelet, kube-proxy and CoreDNS on this
+A real node (`hf-real-0`, and `hf-real-1` ... where a cluster asks for more) runs containerd, the kubelet, kube-proxy and CoreDNS on this
 machine, inside a network namespace that the cluster creates (`hf-<id>`) and a private mount
 namespace. Everything the node changes therefore lives in namespaces that `down` deletes:
 
@@ -14,7 +14,9 @@ Pods reach the API server and the registry at `<host_ip>` (masqueraded to the no
 host needs no route back and keeps ip_forward off) and nothing beyond it: the node namespace
 drops forwarded traffic to any other address, so pods have no egress. The host's iptables,
 sysctls and links are never touched except for the one veth, which disappears with the
-namespace.
+namespace. Further nodes are the same, with their own names, veth, pod subnet
+(10.244.(255 - i).0/24) and an address on a link between the namespaces (a bridge in hf-real-0's
+namespace), over which every node routes the others' pod subnets and node IPs.
 """
 
 from __future__ import annotations
