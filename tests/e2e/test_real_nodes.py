@@ -93,8 +93,14 @@ def two_nodes(
 
 @pytest.fixture(autouse=True)
 def healthy_nodes_afterwards(two_nodes: TwoNodes) -> Iterator[None]:
-    """Every test leaves both nodes as it found them: no fault file, kubelet running, schedulable."""
+    """Every test leaves both nodes as it found them: no job pod, no fault file, kubelet running,
+    schedulable (a pod still terminating would take the next test's CPU)."""
     yield
+    kubectl = two_nodes.kubectl
+    kubectl.run("delete", "hfj", "--all", "-n", NS, "--wait=true", "--timeout=120s", check=False)
+    kubectl.run("delete", "pods", "--all", "-n", NS, "--grace-period=0", "--force", check=False)
+    poll(lambda: kubectl.json("get", "pods", "-n", NS)["items"], lambda pods: not pods,
+         timeout_s=180, what=f"no pod left in {NS}")  # fmt: skip
     for name, node in two_nodes.nodes.items():
         node_faults.clear_device_fault(node)
         if node.pid(node.component("kubelet")) is None:
