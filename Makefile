@@ -53,9 +53,11 @@ cluster-up: venv cluster-build
 cluster-down: venv
 	$(PY) -m hyperframe_devcluster down
 
-# The tests' cluster gets the real node (containers on this machine) unless the caller says 0.
+# The tests' cluster gets two real nodes, hf-real-0 and hf-real-1 (containers on this machine),
+# unless the caller says HYPERFRAME_CLUSTER_REAL_NODE=0 (none) or HYPERFRAME_CLUSTER_REAL_NODES=1.
 test: venv cluster-build lint typecheck
-	HYPERFRAME_CLUSTER_REAL_NODE=$${HYPERFRAME_CLUSTER_REAL_NODE:-1} $(PY) -m pytest -q
+	HYPERFRAME_CLUSTER_REAL_NODE=$${HYPERFRAME_CLUSTER_REAL_NODE:-1} \
+	HYPERFRAME_CLUSTER_REAL_NODES=$${HYPERFRAME_CLUSTER_REAL_NODES:-2} $(PY) -m pytest -q
 
 bench: venv
 	$(PY) -m bench

@@ -1,4 +1,4 @@
-"""Helpers for tests on the real node `hf-real-0`: pods pinned to it and images pushed by digest."""
+"""Helpers for tests on the real nodes: pods pinned to one (`hf-real-0` by default) and images pushed by digest."""
 
 from __future__ import annotations
 
@@ -18,15 +18,21 @@ def debian_python_image(registry: str) -> str:
     return f"{registry}/hyperframe-test/debian-python@{digest}"
 
 
-def real_node_pod(name: str, image: str, command: list[str], **spec: Any) -> dict[str, Any]:
-    """A pod that only the real node runs (its label and its taint's toleration)."""
+def real_node_pod(
+    name: str, image: str, command: list[str], *, node: str | None = node_config.NODE_NAME, **spec: Any
+) -> dict[str, Any]:
+    """A pod that only a real node runs (its label and its taint's toleration); `node` picks which
+    (hf-real-0 by default; None: any real node)."""
     labels = spec.pop("labels", {})
+    selector = {node_config.REAL_NODE_LABEL: "true"}
+    if node is not None:
+        selector["kubernetes.io/hostname"] = node
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "labels": labels},
         "spec": {
-            "nodeSelector": {node_config.REAL_NODE_LABEL: "true"},
+            "nodeSelector": selector,
             "tolerations": [
                 {"key": node_config.REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}
             ],

@@ -5,13 +5,15 @@ a pod runs it to Succeeded, with `kubectl logs` and `kubectl exec`; pod-to-pod t
 headless-Service DNS name (hostname + subdomain); in-cluster API access through the
 `kubernetes` Service with the pod's own service-account token and the cluster CA, with RBAC
 still refusing what the pod's role does not allow; and `down` of a second, side-by-side cluster
-with its own real node leaving no process, mount, link, cgroup or iptables rule behind.
+with its own two real nodes leaving no process, mount, link, cgroup or iptables rule behind.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -186,38 +188,43 @@ def _host_snapshot() -> dict[str, set[str]]:
 
 
 def test_a_second_cluster_runs_its_own_real_node_beside_and_down_leaves_the_host_as_found(
-    real_node: RealNode, tmp_path: Path, debian_image: str
+    real_node: RealNode, debian_image: str
 ) -> None:
     before = _host_snapshot()
-    state_dir = tmp_path / "second"
+    # Short: the kubelet's unix sockets live under the state directory (108-byte path limit).
+    state_dir = Path(tempfile.mkdtemp(prefix="hf2-"))
     cluster = LocalCluster(
-        ClusterConfig(state_dir=state_dir, gpu_nodes=0, real_node=True, die_with_parent=True)
+        ClusterConfig(state_dir=state_dir, gpu_nodes=0, real_node=True, real_nodes=2, die_with_parent=True)
     )
     try:
         start = time.monotonic()
         cluster.up(reuse=False)
-        print(f"second cluster with a real node up in {time.monotonic() - start:.1f}s")
+        print(f"second cluster with two real nodes up in {time.monotonic() - start:.1f}s")
         registry = cluster.registry()
         assert registry is not None
         image = debian_python_image(registry)
         kubectl = cluster.kubectl
         kubectl.run("create", "namespace", "t")
-        pod = real_node_pod("idle", image, ["python3", "-c", "import time; time.sleep(3600)"])
+        sleep = ["python3", "-c", "import time; time.sleep(3600)"]
+        pods = [real_node_pod(f"idle-{i}", image, sleep, node=f"hf-real-{i}") for i in (0, 1)]
         kubectl.run("create", "serviceaccount", "default", "-n", "t", check=False)
-        kubectl.apply([pod], namespace="t")
-        assert wait_phase(kubectl, "t", "idle", {"Running", "Failed"}) == "Running"
+        kubectl.apply(pods, namespace="t")
+        for i in (0, 1):
+            assert wait_phase(kubectl, "t", f"idle-{i}", {"Running", "Failed"}) == "Running"
         during = _host_snapshot()
-        assert during["netns"] - before["netns"], "the second node runs in a network namespace of its own"
-        assert during["cgroups"] - before["cgroups"]
+        assert len(during["netns"] - before["netns"]) == 2, "each node runs in a network namespace of its own"
+        assert len(during["cgroups"] - before["cgroups"]) >= 2
     finally:
         stopped = cluster.down()
     assert {"containerd", "kubelet", "kube-proxy", "coredns", "registry"} <= set(stopped)
+    assert {"containerd-1", "kubelet-1", "kube-proxy-1"} <= set(stopped)
 
     after = _host_snapshot()
     for key in before:
         assert after[key] == before[key], (key, after[key] ^ before[key])
     leftovers = subprocess.run(["pgrep", "-af", str(state_dir)], capture_output=True, text=True, check=False)
     assert leftovers.stdout.strip() == ""
+    shutil.rmtree(state_dir, ignore_errors=True)
     # The session's own real node was not disturbed.
     assert set(real_node.running_components()) == {
         "registry",

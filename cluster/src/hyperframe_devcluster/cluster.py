@@ -21,7 +21,8 @@ import yaml
 from . import components, kueue, paths, prereqs, sim
 from .config import COMPONENTS, ClusterConfig, Ports, free_ports
 from .kube import Kubectl
-from .node import NODE_COMPONENTS, RealNode
+from .node import RealNode, connect_nodes
+from .node_config import MAX_REAL_NODES
 from .pki import Pki, ensure_loopback_serving_cert, ensure_pki
 from .probes import apiserver_context, http_ok, insecure_context
 from .process import (
@@ -69,20 +70,37 @@ class LocalCluster:
 
     @property
     def node(self) -> RealNode:
-        """The real node of this cluster (running only when `config.real_node`)."""
+        """The first real node, hf-real-0 (running only when `config.real_node`)."""
         return RealNode(self.config, self.pki)
+
+    @property
+    def nodes(self) -> list[RealNode]:
+        """The real nodes this cluster's settings ask for (hf-real-0 first; none without)."""
+        count = self.config.real_nodes if self.config.real_node else 0
+        return [RealNode(self.config, self.pki, index) for index in range(count)]
+
+    def _every_node(self) -> list[RealNode]:
+        """Every real node a cluster in this directory may have run, whatever its settings."""
+        return [RealNode(self.config, self.pki, index) for index in range(MAX_REAL_NODES)]
 
     def components(self) -> tuple[str, ...]:
         extra = (kueue.KUEUE_COMPONENT,) if self.config.kueue else ()
-        return COMPONENTS + extra + (NODE_COMPONENTS if self.config.real_node else ())
+        return COMPONENTS + extra + tuple(c for node in self.nodes for c in node.components)
 
     def running_components(self) -> list[str]:
         own = [c for c in (*COMPONENTS, kueue.KUEUE_COMPONENT) if self.pid(c) is not None]
-        return own + self.node.running_components()
+        return own + [c for node in self._every_node() for c in node.running_components()]
 
     def registry(self) -> str | None:
         """host:port of the local image registry (with the real node), else None."""
         return self.node.registry_address() if self.config.real_node else None
+
+    def rest(self) -> RestClient:
+        """An admin REST client of the running cluster."""
+        ports = self.config.read_ports()
+        if ports is None:
+            raise RuntimeError(f"no cluster is up in {self.config.state_dir}")
+        return self._rest(ports)
 
     def apiserver_ready(self) -> bool:
         ports = self.config.read_ports()
@@ -128,7 +146,11 @@ class LocalCluster:
         cfg.state_dir.mkdir(parents=True, exist_ok=True)
         node_host_ip = None
         if cfg.real_node:
-            node_host_ip = self.node.prepare().host_ip
+            first, *others = self.nodes
+            nets = [first.prepare()]
+            node_host_ip = nets[0].host_ip
+            nets += [node.prepare(apiserver_ip=node_host_ip) for node in others]
+            connect_nodes(nets)
         pki = ensure_pki(cfg.pki_dir, cfg.service_ip, (node_host_ip,) if node_host_ip else ())
         ports = Ports(*free_ports(9))
         cfg.write_state(ports)
@@ -201,9 +223,9 @@ class LocalCluster:
         if cfg.kueue:
             self._start_kueue(api, ports, pki)
             step("kueue")
-        if cfg.real_node:
-            self.node.start(api, ports.apiserver)
-            step("real-node")
+        for real in self.nodes:
+            real.start(api, ports.apiserver, apiserver_ip=node_host_ip)
+            step("real-node" if real.index == 0 else f"real-node-{real.index}")
 
     def _start_kueue(self, api: RestClient, ports: Ports, pki: Pki) -> None:
         """Kueue's CRDs, webhooks (on loopback, certificate from the cluster CA) and controller."""
@@ -274,10 +296,10 @@ class LocalCluster:
     def down(self) -> list[str]:
         """Stop every component of this directory (reverse order); return the ones that ran.
 
-        The real node goes first and is always cleaned up (also when this run's settings do not
-        ask for it), so a cluster started with it never leaves anything behind.
+        The real nodes go first and are always cleaned up (also when this run's settings do not
+        ask for them), so a cluster started with them never leaves anything behind.
         """
-        stopped = self.node.stop()
+        stopped = [c for node in reversed(self._every_node()) for c in node.stop()]
         supervisor = Supervisor(self.config)
         stopped += [c for c in (kueue.KUEUE_COMPONENT,) if supervisor.stop(c)]
         stopped += [c for c in reversed(COMPONENTS) if supervisor.stop(c)]

@@ -25,6 +25,7 @@ __all__ = [
     "ENV_GPU_NODES",
     "ENV_KUEUE",
     "ENV_REAL_NODE",
+    "ENV_REAL_NODES",
     "ENV_START_TIMEOUT",
     "ClusterConfig",
     "Ports",
@@ -37,7 +38,9 @@ COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-
 ENV_GPU_NODES: Final = "HYPERFRAME_CLUSTER_GPU_NODES"
 ENV_START_TIMEOUT: Final = "HYPERFRAME_CLUSTER_START_TIMEOUT"
 ENV_REAL_NODE: Final = "HYPERFRAME_CLUSTER_REAL_NODE"
+ENV_REAL_NODES: Final = "HYPERFRAME_CLUSTER_REAL_NODES"
 ENV_KUEUE: Final = "HYPERFRAME_CLUSTER_KUEUE"
+_MAX_REAL_NODES: Final = 4  # node_config.MAX_REAL_NODES (a test keeps them equal)
 _BOOLEAN: Final = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False, "": False}
 
 
@@ -89,6 +92,9 @@ class ClusterConfig:
     """Per-component readiness timeout (generous: CI machines and shared laptops are slow)."""
     real_node: bool = False
     """Add the real node `hf-real-0` (containerd, kubelet, kube-proxy, CoreDNS) and a local registry."""
+    real_nodes: int = 1
+    """How many real nodes with `real_node`: hf-real-0 .. hf-real-<n-1>, each in a namespace of its
+    own with its containerd, kubelet and kube-proxy; the registry and CoreDNS serve them all."""
     kueue: bool = False
     """Run the pinned Kueue controller (plain-pod integration) with its CRDs and webhooks."""
     die_with_parent: bool = False
@@ -99,13 +105,20 @@ class ClusterConfig:
             raise ValueError(
                 f"gpu_nodes ({self.gpu_nodes}) and system_nodes ({self.system_nodes}) must be >= 0"
             )
+        if not 1 <= self.real_nodes <= _MAX_REAL_NODES:
+            raise ValueError(f"real_nodes ({self.real_nodes}) must be 1..{_MAX_REAL_NODES}")
         ipaddress.ip_network(self.service_cidr)
         ipaddress.ip_network(self.pod_cidr)
 
     @classmethod
     def from_env(cls, state_dir: Path, **overrides: object) -> ClusterConfig:
         """Defaults, overridden by $HYPERFRAME_CLUSTER_GPU_NODES, $HYPERFRAME_CLUSTER_START_TIMEOUT,
-        $HYPERFRAME_CLUSTER_REAL_NODE and $HYPERFRAME_CLUSTER_KUEUE."""
+        $HYPERFRAME_CLUSTER_REAL_NODE, $HYPERFRAME_CLUSTER_REAL_NODES and $HYPERFRAME_CLUSTER_KUEUE.
+
+        $HYPERFRAME_CLUSTER_REAL_NODES=N (0..4) is how many real nodes: alone it also turns them
+        on (0: off); $HYPERFRAME_CLUSTER_REAL_NODE=0 turns them off whatever the count.
+        """
+        explicit = set(overrides)
         for env, key, kind in (
             (ENV_GPU_NODES, "gpu_nodes", int),
             (ENV_START_TIMEOUT, "start_timeout_s", float),
@@ -124,6 +137,17 @@ class ClusterConfig:
             if raw not in _BOOLEAN:
                 raise ValueError(f"{env}={raw!r}: expected 1 or 0 (true/false, yes/no)")
             overrides[key] = _BOOLEAN[raw]
+        raw_count = os.environ.get(ENV_REAL_NODES)
+        if raw_count is not None and "real_nodes" not in explicit:
+            try:
+                count = int(raw_count)
+            except ValueError:
+                raise ValueError(f"{ENV_REAL_NODES}={raw_count!r}: expected 0..{_MAX_REAL_NODES}") from None
+            if not 0 <= count <= _MAX_REAL_NODES:
+                raise ValueError(f"{ENV_REAL_NODES}={raw_count!r}: expected 0..{_MAX_REAL_NODES}")
+            if "real_node" not in explicit and (os.environ.get(ENV_REAL_NODE) is None or count == 0):
+                overrides["real_node"] = count > 0
+            overrides["real_nodes"] = max(count, 1)
         return cls(state_dir=state_dir, **overrides)  # type: ignore[arg-type]
 
     @classmethod
@@ -136,6 +160,7 @@ class ClusterConfig:
                 gpu_nodes=int(data["gpu_nodes"]),
                 system_nodes=int(data["system_nodes"]),
                 real_node=bool(data.get("real_node", False)),
+                real_nodes=int(data.get("real_nodes", 1)),
                 kueue=bool(data.get("kueue", False)),
             )
         except (OSError, ValueError, KeyError, TypeError):
@@ -187,6 +212,7 @@ class ClusterConfig:
             "gpu_nodes": self.gpu_nodes,
             "system_nodes": self.system_nodes,
             "real_node": self.real_node,
+            "real_nodes": self.real_nodes,
             "kueue": self.kueue,
         }
         self.state_file.write_text(json.dumps(data, indent=2) + "\n")

@@ -72,10 +72,17 @@ def build_images(registry: str, out: Path, *, log: Callable[[str], None] = print
     subprocess.run(["bash", "images/build.sh"], cwd=paths.repo_root(), env=env, check=True)
 
 
-def real_node_placement() -> dict[str, Any]:
-    """The nodeSelector and toleration that put a pod on the real node (it is tainted)."""
+def real_node_placement(node: str | None = node_config.NODE_NAME) -> dict[str, Any]:
+    """The nodeSelector and toleration that put a pod on a real node (they are tainted).
+
+    `node`: which one (hf-real-0 by default, so the demo's pods stay together where the cluster
+    has more than one real node); None: any real node.
+    """
+    selector = {node_config.REAL_NODE_LABEL: "true"}
+    if node is not None:
+        selector["kubernetes.io/hostname"] = node
     return {
-        "nodeSelector": {node_config.REAL_NODE_LABEL: "true"},
+        "nodeSelector": selector,
         "tolerations": [{"key": node_config.REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}],
     }
 

@@ -1,12 +1,15 @@
-"""The real node `hf-real-0`: set up, started and torn down beside the simulated ones.
+"""The real nodes `hf-real-0`, `hf-real-1`, ...: set up, started and torn down beside the simulated ones.
 
 Order at `up` (see node_config for the network picture):
-  1. `prepare()` before the apiserver starts: the network namespace, the veth pair and the
-     namespace's own forwarding and firewall rules (the apiserver advertises the host side);
-  2. `start_registry()`: Debian's docker-registry on the host, reachable from the namespace;
-  3. `start()` once the control plane serves: the cluster objects the node needs (CoreDNS's
-     RBAC, the kube-dns Service), the pause image, then containerd, the kubelet (waiting for
-     the node to be Ready), kube-proxy and CoreDNS.
+  1. `prepare()` of every node before the apiserver starts: the network namespace, the veth
+     pair and the namespace's own forwarding and firewall rules (the apiserver advertises
+     hf-real-0's host side); then `connect_nodes()`: the link between the nodes' namespaces and
+     the routes to each other's pods and node IPs;
+  2. `start_registry()` (hf-real-0): Debian's docker-registry on the host, reachable from every
+     node's namespace;
+  3. `start()` of each node once the control plane serves: on hf-real-0 the cluster objects
+     the nodes need (CoreDNS's RBAC, the kube-dns Service); the pause image, then containerd,
+     the kubelet (waiting for the node to be Ready), kube-proxy and, on hf-real-0, CoreDNS.
 
 `stop()` undoes all of it and is safe to call on a half-started or already stopped node: it
 stops the daemons by pid, kills whatever still runs in the node's cgroups, removes those
@@ -31,17 +34,19 @@ from typing import Final
 from . import node_config, oci, paths
 from .components import kubeconfig_yaml
 from .config import ClusterConfig
-from .node_config import NODE_NAME, NodeLayout, NodeNetwork
+from .node_config import FABRIC_BRIDGE, NodeLayout, NodeNetwork
 from .pki import Pki
 from .probes import http_ok
 from .process import log_tail
 from .rest import ApiError, RestClient
 from .supervisor import Supervisor
 
-__all__ = ["NODE_COMPONENTS", "RealNode"]
+__all__ = ["NODE_COMPONENTS", "RealNode", "connect_nodes", "faults_host_path", "node_components"]
 
-# Start order; stop runs in reverse.
+# hf-real-0's components, in start order; stop runs in reverse. The registry and CoreDNS serve
+# every real node.
 NODE_COMPONENTS: Final = ("registry", "containerd", "kubelet", "kube-proxy", "coredns")
+_PER_NODE: Final = ("containerd", "kubelet", "kube-proxy")
 _CGROUP_FS: Final = Path("/sys/fs/cgroup")
 _CLUSTER_DOMAIN: Final = "cluster.local"
 
@@ -64,21 +69,54 @@ def _host_networks() -> set[ipaddress.IPv4Network]:
     return networks
 
 
-class RealNode:
-    """One real node, owned by the cluster in `config.state_dir`."""
+def node_components(index: int) -> tuple[str, ...]:
+    """The components (pid and log file names) of real node `index`: hf-real-0's are unsuffixed."""
+    if index == 0:
+        return NODE_COMPONENTS
+    return tuple(f"{c}-{index}" for c in _PER_NODE)
 
-    def __init__(self, config: ClusterConfig, pki: Pki) -> None:
+
+def faults_host_path(state_dir: Path) -> Path:
+    """The host path at which every real node shows its own fault files to its pods.
+
+    Each node's mount namespace binds its `NodeLayout.faults_dir` over this (empty) directory,
+    so a pod with a hostPath volume here sees the files of the node it runs on.
+    """
+    return state_dir / "real-node-faults"
+
+
+class RealNode:
+    """One real node (`hf-real-<index>`), owned by the cluster in `config.state_dir`."""
+
+    def __init__(self, config: ClusterConfig, pki: Pki, index: int = 0) -> None:
         self.config = config
         self.pki = pki
+        self.index = index
+        self.name = node_config.node_name(index)
         self.ident = node_config.node_id(config.state_dir)
-        self.layout = NodeLayout(config.state_dir / "node")
-        self.cgroup_root = f"/hyperframe-{self.ident}"
-        self._marker = str(config.state_dir)
+        suffix = "" if index == 0 else f"-{index}"
+        self.layout = NodeLayout(config.state_dir / f"node{suffix}")
+        self.cgroup_root = f"/hyperframe-{self.ident}{suffix}"
+        self._netns = f"hf-{self.ident}{suffix}"
+        self._veth = f"hfv{self.ident}{suffix}"
+        # hf-real-0 cleans up the whole state directory's mounts; its shims, like every node's,
+        # name its own containerd socket under its layout root.
+        self._mount_marker = str(config.state_dir) if index == 0 else str(self.layout.root)
+        self._shim_marker = f"{self.layout.root}/"
+
+    def component(self, base: str) -> str:
+        """The pid/log name of this node's `base` component (containerd, kubelet, kube-proxy)."""
+        return base if self.index == 0 else f"{base}-{self.index}"
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return node_components(self.index)
 
     # --- recorded network -------------------------------------------------------------------
     @property
     def _network_file(self) -> Path:
-        return self.config.state_dir / "node-network.json"
+        suffix = "" if self.index == 0 else f"-{self.index}"
+        return self.config.state_dir / f"node{suffix}-network.json"
 
     def network(self) -> NodeNetwork | None:
         try:
@@ -101,15 +139,21 @@ class RealNode:
         return Supervisor(self.config).pid(component)
 
     def running_components(self) -> list[str]:
-        return [c for c in NODE_COMPONENTS if self.pid(c) is not None]
+        return [c for c in self.components if self.pid(c) is not None]
 
     # --- 1. network -------------------------------------------------------------------------
-    def prepare(self) -> NodeNetwork:
-        """Create the node's network namespace and veth pair; return the plan (host side first)."""
-        self._delete_netns(f"hf-{self.ident}")
-        net = node_config.plan_network(self.ident, self.config.service_cidr, _host_networks())
+    def prepare(self, apiserver_ip: str | None = None) -> NodeNetwork:
+        """Create the node's network namespace and veth pair; return the plan (host side first).
+
+        `apiserver_ip`: the address the apiserver advertises (hf-real-0's host side; None for
+        hf-real-0 itself), which this node's pods may reach besides their own host side.
+        """
+        self._delete_netns()
+        net = node_config.plan_network(
+            self.ident, self.config.service_cidr, _host_networks(), index=self.index
+        )
         self._network_file.write_text(json.dumps(net.to_json(), indent=2) + "\n")
-        peer = f"hfn{self.ident}"
+        peer = f"hfn{self.ident}" + ("" if self.index == 0 else f"-{self.index}")
         _run("ip", "netns", "add", net.netns)
         _run("ip", "link", "add", net.host_veth, "type", "veth", "peer", "name", peer)
         _run("ip", "link", "set", peer, "netns", net.netns)
@@ -128,6 +172,9 @@ class RealNode:
         # IP so the host needs no route back, and nothing beyond it: no egress.
         _run(*inside, "iptables", "-t", "nat", "-A", "POSTROUTING", "-s", net.pod_subnet, "-o", "eth0",
              "-j", "MASQUERADE")  # fmt: skip
+        if apiserver_ip is not None and apiserver_ip != net.host_ip:
+            _run(*inside, "iptables", "-A", "FORWARD", "-o", "eth0", "-d", f"{apiserver_ip}/32",
+                 "-j", "ACCEPT")  # fmt: skip
         _run(*inside, "iptables", "-A", "FORWARD", "-o", "eth0", "!", "-d", f"{net.host_ip}/32",
              "-j", "DROP")  # fmt: skip
         return net
@@ -145,18 +192,27 @@ class RealNode:
         return address
 
     # --- 3. node ----------------------------------------------------------------------------
-    def start(self, api: RestClient, apiserver_port: int) -> None:
+    def start(self, api: RestClient, apiserver_port: int, apiserver_ip: str | None = None) -> None:
+        """Start the node's daemons; `apiserver_ip` as for `prepare` (None: this node's host side)."""
         net = self.network()
         registry = self.registry_address()
         if net is None or registry is None:
             raise RuntimeError("RealNode.start() before prepare() and start_registry()")
         layout = self.layout
         for directory in (layout.cni_conf_dir, layout.cni_data_dir, layout.pod_logs, layout.kubelet_root,
-                          layout.containerd_socket.parent, layout.sysctl_dir):  # fmt: skip
+                          layout.containerd_socket.parent, layout.sysctl_dir, layout.faults_dir,
+                          faults_host_path(self.config.state_dir)):  # fmt: skip
             directory.mkdir(parents=True, exist_ok=True)
-        server = f"https://{net.host_ip}:{apiserver_port}"
-        kubeconfigs = {stem: self._kubeconfig(stem, server) for stem in ("kubelet", "kube-proxy", "coredns")}
-        self._cluster_objects(api, net)
+        server = f"https://{apiserver_ip or net.host_ip}:{apiserver_port}"
+        # The kubelet authenticates as its own node (NodeRestriction); the others share a user.
+        kubelet_stem = "kubelet" if self.index == 0 else f"kubelet-{self.index}"
+        kubeconfigs = {
+            "kubelet": self._kubeconfig(self.component("kubelet"), kubelet_stem, server),
+            "kube-proxy": self._kubeconfig(self.component("kube-proxy"), "kube-proxy", server),
+        }
+        if self.index == 0:
+            kubeconfigs["coredns"] = self._kubeconfig("coredns", "coredns", server)
+            self._cluster_objects(api, net)
         pause = self._push_pause(registry)
 
         port = int(registry.rsplit(":", 1)[1])
@@ -167,10 +223,11 @@ class RealNode:
         )
         (layout.cni_conf_dir / "10-hyperframe.conflist").write_text(node_config.cni_conflist(layout, net))
         self._make_cgroup_root()
+        containerd = self.component("containerd")
         self._launch(
-            "containerd", self._in_netns(net, ["containerd", "--config", str(layout.containerd_config)])
+            containerd, self._in_netns(net, ["containerd", "--config", str(layout.containerd_config)])
         )
-        self._wait("containerd", "its socket", lambda: self._ctr("version").returncode == 0)
+        self._wait(containerd, "its socket", lambda: self._ctr("version").returncode == 0)
 
         layout.kubelet_config.write_text(
             node_config.kubelet_config(
@@ -181,42 +238,71 @@ class RealNode:
                 cluster_domain=_CLUSTER_DOMAIN,
             )
         )
+        self.start_kubelet(api)
+
+        layout.kube_proxy_config.write_text(
+            node_config.kube_proxy_config(
+                kubeconfigs["kube-proxy"], pod_cidr=self.config.pod_cidr, node=self.name
+            )
+        )
+        proxy = [str(paths.binary("kube-proxy")), f"--config={layout.kube_proxy_config}", "--v=1"]
+        self._launch(self.component("kube-proxy"), self._join(proxy))
+
+        if self.index == 0:
+            layout.corefile.write_text(
+                node_config.corefile(net, kubeconfigs["coredns"], cluster_domain=_CLUSTER_DOMAIN)
+            )
+            self._launch("coredns", self._join([str(paths.binary("coredns")), "-conf", str(layout.corefile)]))
+        self._wait(
+            self.component("kube-proxy"),
+            "its rules for the kube-dns Service",
+            lambda: self._has_service_rule(net, net.dns_ip),
+        )
+        if self.index == 0:
+            self._wait("coredns", "/ready", lambda: http_ok(f"http://{net.node_ip}:8181/ready"))
+
+    def start_kubelet(self, api: RestClient) -> None:
+        """(Re)start the kubelet (containerd running) and wait for the node to be Ready."""
+        net = self.network()
+        if net is None:
+            raise RuntimeError(f"{self.name}: start_kubelet() before prepare()")
+        layout = self.layout
         kubelet = [
             str(paths.binary("kubelet")),
             f"--config={layout.kubelet_config}",
-            f"--kubeconfig={kubeconfigs['kubelet']}",
+            f"--kubeconfig={self.config.component_kubeconfig(self.component('kubelet'))}",
             f"--root-dir={layout.kubelet_root}",
             f"--cert-dir={layout.kubelet_root / 'pki'}",
-            f"--hostname-override={NODE_NAME}",
+            f"--hostname-override={self.name}",
             f"--node-ip={net.node_ip}",
             f"--node-labels={node_config.REAL_NODE_LABEL}=true",
             "--v=1",
         ]
-        self._launch("kubelet", self._join(kubelet))
-        self._wait("kubelet", f"node {NODE_NAME} Ready", lambda: _node_ready(api, NODE_NAME))
+        component = self.component("kubelet")
+        self._launch(component, self._join(kubelet))
+        self._wait(component, f"node {self.name} Ready", lambda: _node_ready(api, self.name))
 
-        layout.kube_proxy_config.write_text(
-            node_config.kube_proxy_config(kubeconfigs["kube-proxy"], pod_cidr=self.config.pod_cidr)
-        )
-        proxy = [str(paths.binary("kube-proxy")), f"--config={layout.kube_proxy_config}", "--v=1"]
-        self._launch("kube-proxy", self._join(proxy))
+    def stop_kubelet(self) -> bool:
+        """Stop the kubelet alone (containerd and the containers keep running); True if it ran."""
+        return Supervisor(self.config).stop(self.component("kubelet"))
 
-        layout.corefile.write_text(
-            node_config.corefile(net, kubeconfigs["coredns"], cluster_domain=_CLUSTER_DOMAIN)
-        )
-        self._launch("coredns", self._join([str(paths.binary("coredns")), "-conf", str(layout.corefile)]))
-        self._wait(
-            "kube-proxy",
-            "its rules for the kube-dns Service",
-            lambda: self._has_service_rule(net, net.dns_ip),
-        )
-        self._wait("coredns", "/ready", lambda: http_ok(f"http://{net.node_ip}:8181/ready"))
+    def kill_containers(self) -> int:
+        """SIGKILL every process in the node's pod cgroups (its containers); return how many."""
+        pids = self._cgroup_pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return len(pids)
 
-    def _kubeconfig(self, stem: str, server: str) -> Path:
-        path = self.config.component_kubeconfig(stem)
+    def _kubeconfig(self, component: str, cert_stem: str, server: str) -> Path:
+        path = self.config.component_kubeconfig(component)
         path.write_text(
             kubeconfig_yaml(
-                server, self.pki.ca_cert, self.pki.client_cert(stem), self.pki.client_key(stem), stem
+                server,
+                self.pki.ca_cert,
+                self.pki.client_cert(cert_stem),
+                self.pki.client_key(cert_stem),
+                cert_stem,
             )
         )
         path.chmod(0o600)
@@ -251,7 +337,7 @@ class RealNode:
         })  # fmt: skip
         _create(api, "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices", {
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-            "metadata": {"name": "kube-dns-hf-real-0", "labels": {
+            "metadata": {"name": f"kube-dns-{self.name}", "labels": {
                 "kubernetes.io/service-name": "kube-dns",
                 "endpointslice.kubernetes.io/managed-by": "hyperframe-devcluster"}},
             "addressType": "IPv4",
@@ -290,6 +376,7 @@ class RealNode:
             f"mount --rbind /sys/fs/cgroup {stage}",
             "mount -t sysfs sysfs /sys",
             f"mount --move {stage} /sys/fs/cgroup",
+            f"mount --bind {self.layout.faults_dir} {faults_host_path(self.config.state_dir)}",
         ]
         for entry in node_config.KUBELET_PROTECTED_SYSCTLS:
             shadow = self.layout.sysctl_dir / entry.replace("/", ".")
@@ -304,9 +391,9 @@ class RealNode:
 
     def _join(self, command: list[str]) -> list[str]:
         """Run `command` in containerd's network and mount namespaces (the kubelet must see its mounts)."""
-        pid = self.pid("containerd")
+        pid = self.pid(self.component("containerd"))
         if pid is None:
-            raise RuntimeError("containerd is not running")
+            raise RuntimeError(f"{self.name}: containerd is not running")
         return ["nsenter", f"--target={pid}", "--mount", "--net", "--", *command]
 
     def _ctr(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -324,27 +411,30 @@ class RealNode:
         Supervisor(self.config).wait(component, what, ready)
 
     def log_tails(self, lines: int = 30) -> dict[str, str]:
-        return {c: log_tail(self.config.log_file(c), lines) for c in NODE_COMPONENTS}
+        return {c: log_tail(self.config.log_file(c), lines) for c in self.components}
 
     # --- teardown ---------------------------------------------------------------------------
     def stop(self) -> list[str]:
         """Stop and remove everything of this node; return the daemons that were running."""
         stopped = []
-        for component in ("coredns", "kube-proxy", "kubelet"):
-            if Supervisor(self.config).stop(component):
+        supervisor = Supervisor(self.config)
+        daemons = ["coredns"] if self.index == 0 else []
+        for component in [*daemons, self.component("kube-proxy"), self.component("kubelet")]:
+            if supervisor.stop(component):
                 stopped.append(component)
         self._kill_cgroup_processes()
-        if Supervisor(self.config).stop("containerd"):
-            stopped.append("containerd")
+        if supervisor.stop(self.component("containerd")):
+            stopped.append(self.component("containerd"))
         self._kill_leftovers()
         self._kill_cgroup_processes()
         self._remove_cgroups()
-        self._delete_netns(f"hf-{self.ident}")
-        if Supervisor(self.config).stop("registry"):
-            stopped.append("registry")
+        self._delete_netns()
+        if self.index == 0:
+            if supervisor.stop("registry"):
+                stopped.append("registry")
+            self._registry_file.unlink(missing_ok=True)
         self._unmount_state()
         self._network_file.unlink(missing_ok=True)
-        self._registry_file.unlink(missing_ok=True)
         return list(reversed(stopped))
 
     def cgroup_dirs(self) -> list[Path]:
@@ -369,9 +459,12 @@ class RealNode:
     def _cgroup_pids(self) -> set[int]:
         pids: set[int] = set()
         for root in self.cgroup_dirs():
-            for procs in root.rglob("cgroup.procs"):
-                with contextlib.suppress(OSError, ValueError):
-                    pids.update(int(line) for line in procs.read_text().split())
+            # os.walk skips directories that vanish while it walks (runc removes a container's
+            # cgroups as the container exits); Path.rglob raises instead.
+            for directory, _, files in os.walk(root):
+                if "cgroup.procs" in files:
+                    with contextlib.suppress(OSError, ValueError):
+                        pids.update(int(line) for line in Path(directory, "cgroup.procs").read_text().split())
         return pids
 
     def _kill_leftovers(self) -> None:
@@ -382,28 +475,54 @@ class RealNode:
                 continue
             with contextlib.suppress(OSError):
                 cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                if self._marker in cmdline and "containerd-shim" in cmdline:
+                if self._shim_marker in cmdline and "containerd-shim" in cmdline:
                     os.kill(int(proc.name), signal.SIGKILL)
 
     def _remove_cgroups(self) -> None:
         for root in self.cgroup_dirs():
-            for directory in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            for directory, _, _ in os.walk(root, topdown=False):  # deepest first; root last
                 with contextlib.suppress(OSError):
-                    directory.rmdir()
-            with contextlib.suppress(OSError):
-                root.rmdir()
+                    Path(directory).rmdir()
 
-    def _delete_netns(self, netns: str) -> None:
-        if Path("/run/netns", netns).exists():
-            _run("ip", "netns", "delete", netns, check=False)
-        veth = f"hfv{self.ident}"
-        if Path("/sys/class/net", veth).exists():
-            _run("ip", "link", "delete", veth, check=False)
+    def _delete_netns(self) -> None:
+        if Path("/run/netns", self._netns).exists():
+            _run("ip", "netns", "delete", self._netns, check=False)
+        if Path("/sys/class/net", self._veth).exists():
+            _run("ip", "link", "delete", self._veth, check=False)
 
     def _unmount_state(self) -> None:
         """Unmount anything the host still sees under the state directory (normally nothing)."""
-        for point in sorted(_mount_points(self._marker), key=len, reverse=True):
+        for point in sorted(_mount_points(self._mount_marker), key=len, reverse=True):
             _run("umount", "-l", point, check=False)
+
+
+def connect_nodes(nets: list[NodeNetwork]) -> None:
+    """Link the real nodes' namespaces and route each node's pods and node IP to the others.
+
+    A bridge in hf-real-0's namespace (`FABRIC_BRIDGE`) carries one veth from each other node
+    (`eth1` there). Pod traffic between nodes is routed, not masqueraded, so pods see each
+    other's real addresses, as with any flat pod network; Service traffic is DNATed by the
+    sending node's kube-proxy and then routed the same way. The host never forwards anything.
+    """
+    if len(nets) < 2:
+        return
+    first, prefix = nets[0], node_config.fabric_prefix()
+    _run("ip", "-n", first.netns, "link", "add", FABRIC_BRIDGE, "type", "bridge")
+    _run("ip", "-n", first.netns, "addr", "add", f"{first.fabric_ip}/{prefix}", "dev", FABRIC_BRIDGE)
+    _run("ip", "-n", first.netns, "link", "set", FABRIC_BRIDGE, "up")
+    for index, net in enumerate(nets[1:], start=1):
+        port = f"hff{index}"
+        _run("ip", "-n", first.netns, "link", "add", port, "type", "veth", "peer", "name", "eth1",
+             "netns", net.netns)  # fmt: skip
+        _run("ip", "-n", first.netns, "link", "set", port, "master", FABRIC_BRIDGE, "up")
+        _run("ip", "-n", net.netns, "addr", "add", f"{net.fabric_ip}/{prefix}", "dev", "eth1")
+        _run("ip", "-n", net.netns, "link", "set", "eth1", "up")
+    for net in nets:
+        for other in nets:
+            if other is net:
+                continue
+            for destination in (other.pod_subnet, f"{other.node_ip}/32"):
+                _run("ip", "-n", net.netns, "route", "add", destination, "via", other.fabric_ip)
 
 
 def _hierarchies() -> list[Path]:

@@ -1,6 +1,6 @@
-"""The real node's network plan and the configuration files of its components (pure: no I/O).
+"""The real nodes' network plan and the configuration files of their components (pure: no I/O).
 
-The real node (`hf-real-0`) runs containerd, the kubelet, kube-proxy and CoreDNS on this
+A real node (`hf-real-0`, and `hf-real-1` ... where a cluster asks for more) runs containerd, the kubelet, kube-proxy and CoreDNS on this
 machine, inside a network namespace that the cluster creates (`hf-<id>`) and a private mount
 namespace. Everything the node changes therefore lives in namespaces that `down` deletes:
 
@@ -14,7 +14,9 @@ Pods reach the API server and the registry at `<host_ip>` (masqueraded to the no
 host needs no route back and keeps ip_forward off) and nothing beyond it: the node namespace
 drops forwarded traffic to any other address, so pods have no egress. The host's iptables,
 sysctls and links are never touched except for the one veth, which disappears with the
-namespace.
+namespace. Further nodes are the same, with their own names, veth, pod subnet
+(10.244.(255 - i).0/24) and an address on a link between the namespaces (a bridge in hf-real-0's
+namespace), over which every node routes the others' pod subnets and node IPs.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from typing import Any, Final
 import yaml
 
 __all__ = [
+    "FABRIC_BRIDGE",
     "KUBELET_PROTECTED_SYSCTLS",
+    "MAX_REAL_NODES",
     "NODE_NAME",
     "REAL_NODE_LABEL",
     "REAL_NODE_TAINT",
@@ -38,13 +42,17 @@ __all__ = [
     "cni_conflist",
     "containerd_config",
     "corefile",
+    "fabric_prefix",
     "kube_proxy_config",
     "kubelet_config",
     "node_id",
+    "node_name",
     "plan_network",
 ]
 
 NODE_NAME: Final = "hf-real-0"
+"""The first real node (the only one unless a cluster asks for more)."""
+MAX_REAL_NODES: Final = 4
 REAL_NODE_LABEL: Final = "hyperframe.dev/real-node"
 # Pods must opt in (a toleration): the simulated CPU node keeps serving everything else, so a
 # chart installed with images that exist only in production never lands on the real node.
@@ -55,7 +63,24 @@ PAUSE_IMAGE_REPO: Final = "hyperframe-dev/pause"
 KUBELET_PROTECTED_SYSCTLS: Final = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
 
 _VETH_SUPERNET: Final = ipaddress.IPv4Network("10.200.0.0/16")
-_POD_SUBNET: Final = "10.244.255.0/24"
+# Node i's pods: 10.244.(255 - i).0/24, inside the cluster's pod CIDR and far from KWOK's
+# simulated pod IPs, which are allocated from the bottom of that CIDR.
+_POD_SUBNETS: Final = ipaddress.IPv4Network("10.244.0.0/16")
+# The link between the real nodes' namespaces: a bridge in hf-real-0's namespace, one veth from
+# every other node. It exists only inside those namespaces, so it can never clash with the host.
+_FABRIC: Final = ipaddress.IPv4Network("10.201.0.0/24")
+FABRIC_BRIDGE: Final = "hfnet"
+
+
+def node_name(index: int) -> str:
+    """`hf-real-<index>`."""
+    if not 0 <= index < MAX_REAL_NODES:
+        raise ValueError(f"real node index {index}: use 0..{MAX_REAL_NODES - 1}")
+    return f"hf-real-{index}"
+
+
+def _suffix(index: int) -> str:
+    return "" if index == 0 else f"-{index}"
 
 
 def node_id(state_dir: Path) -> str:
@@ -67,6 +92,8 @@ def node_id(state_dir: Path) -> str:
 class NodeNetwork:
     """Addresses and names of one real node's network (recorded in state.json)."""
 
+    name: str
+    """The Kubernetes node name, hf-real-<index>."""
     netns: str
     host_veth: str
     host_ip: str
@@ -74,6 +101,13 @@ class NodeNetwork:
     prefix: int
     pod_subnet: str
     dns_ip: str
+    fabric_ip: str
+    """This node's address on the link between the real nodes (FABRIC_BRIDGE in hf-real-0's
+    namespace, `eth1` in the others)."""
+
+    @property
+    def fabric_device(self) -> str:
+        return FABRIC_BRIDGE if self.name == NODE_NAME else "eth1"
 
     @property
     def pod_gateway(self) -> str:
@@ -87,8 +121,16 @@ class NodeNetwork:
         return cls(**{name: data[name] for name in cls.__slots__})
 
 
-def plan_network(ident: str, service_cidr: str, used: set[ipaddress.IPv4Network]) -> NodeNetwork:
-    """Pick a /30 for the veth pair that no host address uses, starting from one keyed by `ident`."""
+def plan_network(
+    ident: str, service_cidr: str, used: set[ipaddress.IPv4Network], *, index: int = 0
+) -> NodeNetwork:
+    """Pick a /30 for the veth pair that no host address uses, starting from one keyed by `ident`.
+
+    `index` is the real node's number: it names the namespace and veth (`hf-<ident>-<index>`,
+    none for 0) and picks the node's pod subnet and fabric address.
+    """
+    name = node_name(index)
+    pod_subnet = list(_POD_SUBNETS.subnets(new_prefix=24))[-1 - index]
     slots = list(_VETH_SUPERNET.subnets(new_prefix=30))
     start = int(ident, 16) % len(slots)
     for offset in range(len(slots)):
@@ -98,13 +140,15 @@ def plan_network(ident: str, service_cidr: str, used: set[ipaddress.IPv4Network]
         host_ip, node_ip = list(subnet.hosts())
         services = ipaddress.ip_network(service_cidr)
         return NodeNetwork(
-            netns=f"hf-{ident}",
-            host_veth=f"hfv{ident}",
+            name=name,
+            netns=f"hf-{ident}{_suffix(index)}",
+            host_veth=f"hfv{ident}{_suffix(index)}",
             host_ip=str(host_ip),
             node_ip=str(node_ip),
             prefix=30,
-            pod_subnet=_POD_SUBNET,
+            pod_subnet=str(pod_subnet),
             dns_ip=str(services.network_address + 10),
+            fabric_ip=str(_FABRIC.network_address + 1 + index),
         )
     raise RuntimeError(f"no free /30 left in {_VETH_SUPERNET} for the real node's veth pair")
 
@@ -170,6 +214,11 @@ class NodeLayout:
     @property
     def registry_config(self) -> Path:
         return self.root / "registry.yaml"
+
+    @property
+    def faults_dir(self) -> Path:
+        """This node's fault files (node_faults.py), seen by its pods at the shared hostPath."""
+        return self.root / "faults"
 
 
 def _toml_value(value: object) -> str:
@@ -303,13 +352,17 @@ def kubelet_config(
     return yaml.safe_dump(config, sort_keys=False)
 
 
-def kube_proxy_config(kubeconfig: Path, *, pod_cidr: str) -> str:
+def fabric_prefix() -> int:
+    return _FABRIC.prefixlen
+
+
+def kube_proxy_config(kubeconfig: Path, *, pod_cidr: str, node: str = NODE_NAME) -> str:
     """iptables mode, leaving every host-wide conntrack sysctl alone (the host is shared)."""
     config: dict[str, Any] = {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
-        "hostnameOverride": NODE_NAME,
+        "hostnameOverride": node,
         "mode": "iptables",
         "clusterCIDR": pod_cidr,
         "healthzBindAddress": "127.0.0.1:10256",

@@ -40,6 +40,7 @@ CLIENTS: Final = (
     # and CoreDNS with the users the bootstrap policy or the cluster's own RBAC binds, and the
     # apiserver's client identity towards the kubelet (logs, exec).
     ClientIdentity("kubelet", "system:node:hf-real-0", "system:nodes"),
+    *(ClientIdentity(f"kubelet-{i}", f"system:node:hf-real-{i}", "system:nodes") for i in range(1, 4)),
     ClientIdentity("kube-proxy", "system:kube-proxy"),
     ClientIdentity("coredns", "system:coredns"),
     ClientIdentity("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"),

@@ -8,8 +8,9 @@
 - `kubectl` (session): a `Kubectl` bound to that kubeconfig.
 - `namespace` (function): a fresh namespace per test, ready for pods (its default service
   account exists), deleted afterwards.
-- `real_node` (session): the cluster's real node `hf-real-0` (HYPERFRAME_CLUSTER_REAL_NODE=1,
-  which `make test` sets). Where it cannot run here (no root, packages that cannot be
+- `real_node` (session): the cluster's first real node `hf-real-0` (HYPERFRAME_CLUSTER_REAL_NODE=1).
+- `real_nodes` (session): every real node, `hf-real-0` and `hf-real-1` with
+  HYPERFRAME_CLUSTER_REAL_NODES=2 (which `make test` sets); skips with fewer than two. Where it cannot run here (no root, packages that cannot be
   installed) the cluster starts without it and tests using it skip with that reason; with
   CI=true they fail instead, so CI never skips them silently.
 
@@ -33,7 +34,7 @@ import pytest
 
 from . import paths
 from .cluster import LocalCluster
-from .config import ENV_REAL_NODE, ClusterConfig
+from .config import ENV_REAL_NODE, ENV_REAL_NODES, ClusterConfig
 from .diagnostics import failure_report
 from .kube import Kubectl, poll
 from .node import RealNode
@@ -41,7 +42,15 @@ from .prereqs import PrerequisiteError
 from .prereqs import ensure as ensure_prerequisites
 from .process import ComponentNotReadyError
 
-__all__ = ["ENV_USE_RUNNING_CLUSTER", "kubeconfig", "kubectl", "local_cluster", "namespace", "real_node"]
+__all__ = [
+    "ENV_USE_RUNNING_CLUSTER",
+    "kubeconfig",
+    "kubectl",
+    "local_cluster",
+    "namespace",
+    "real_node",
+    "real_nodes",
+]
 
 ENV_USE_RUNNING_CLUSTER: Final = "HYPERFRAME_USE_RUNNING_CLUSTER"
 _SESSION_PREFIX: Final = "pytest-"
@@ -132,6 +141,15 @@ def real_node(local_cluster: LocalCluster) -> RealNode:
             pytest.fail(f"CI=true and the real node cannot run: {reason}", pytrace=False)
         pytest.skip(reason)
     return local_cluster.node
+
+
+@pytest.fixture(scope="session")
+def real_nodes(local_cluster: LocalCluster, real_node: RealNode) -> list[RealNode]:
+    """hf-real-0 and hf-real-1 (and any further ones); skips with fewer than two."""
+    nodes = local_cluster.nodes
+    if len(nodes) < 2:
+        pytest.skip(f"the session's cluster has one real node: set {ENV_REAL_NODES}=2 (`make test` does)")
+    return nodes
 
 
 @pytest.fixture(scope="session")

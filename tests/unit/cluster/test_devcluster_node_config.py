@@ -3,7 +3,8 @@
 Covers: the veth /30 avoiding every host network, names short enough for Linux interfaces,
 containerd's private paths and the registry mirror, the kubelet settings that keep the host as
 it was (no negative OOM scores, cgroup root of its own, no host resolv.conf), kube-proxy leaving
-conntrack sysctls alone, and CoreDNS serving only the cluster domain on the node IP.
+conntrack sysctls alone, CoreDNS serving only the cluster domain on the node IP, and each further
+real node's own names, pod subnet and address on the link between the nodes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import ipaddress
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from hyperframe_devcluster import node_config
 from hyperframe_devcluster.node_config import NodeLayout
@@ -108,3 +110,34 @@ def test_coredns_serves_the_cluster_domain_on_the_node_ip_with_no_upstream() -> 
     assert f"bind {net.node_ip}" in text
     assert "kubernetes cluster.local in-addr.arpa ip6.arpa" in text
     assert "forward" not in text
+
+
+def test_each_real_node_gets_its_own_names_pod_subnet_and_fabric_address() -> None:
+    first = _net()
+    second = node_config.plan_network(
+        "0000abcd", "10.96.0.0/16", {ipaddress.ip_network(f"{first.host_ip}/30", strict=False)}, index=1
+    )
+
+    assert (first.name, second.name) == ("hf-real-0", "hf-real-1")
+    assert (first.netns, second.netns) == ("hf-0000abcd", "hf-0000abcd-1")
+    assert len(second.host_veth) <= 15 and second.host_veth != first.host_veth
+    assert not ipaddress.ip_network(first.pod_subnet).overlaps(ipaddress.ip_network(second.pod_subnet))
+    pods = ipaddress.ip_network("10.244.0.0/16")
+    assert ipaddress.ip_network(second.pod_subnet).subnet_of(pods)
+    assert first.fabric_ip != second.fabric_ip
+    assert (first.fabric_device, second.fabric_device) == (node_config.FABRIC_BRIDGE, "eth1")
+    assert first.dns_ip == second.dns_ip
+
+
+def test_kube_proxy_names_the_node_it_serves() -> None:
+    config = yaml.safe_load(
+        node_config.kube_proxy_config(Path("/kp.kubeconfig"), pod_cidr="10.244.0.0/16", node="hf-real-1")
+    )
+    assert config["hostnameOverride"] == "hf-real-1"
+
+
+def test_real_node_indices_are_bounded() -> None:
+    last = node_config.MAX_REAL_NODES - 1
+    assert node_config.node_name(last) == f"hf-real-{last}"
+    with pytest.raises(ValueError, match="real node index"):
+        node_config.node_name(node_config.MAX_REAL_NODES)

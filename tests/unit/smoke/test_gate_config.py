@@ -192,6 +192,27 @@ def test_probe_selection_and_simulation_hook() -> None:
         select_probe(config, {"HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE": "gpu1"})
 
 
+def test_the_node_level_simulation_hook_reads_the_nodes_file(tmp_path: Path) -> None:
+    job_json, env = _rendered()
+    from hyperframe.api.resolved import ResolvedJobConfig
+
+    config = gate_config(ResolvedJobConfig.from_json(job_json), JobEnv.from_env(env), node_name="n")
+    fault = tmp_path / "missing-devices"
+    hook = {"HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE_FILE": str(fault)}
+    assert select_probe(config, hook) == SkippedProbe()  # a healthy node has no such file
+    fault.write_text("")
+    assert select_probe(config, hook) == SkippedProbe()
+    fault.write_text("0\n")
+    assert select_probe(config, hook) == SimulatedProbe(frozenset({0}))
+    # The direct form wins: it is the job's own setting.
+    assert select_probe(config, {**hook, "HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE": "1"}) == SimulatedProbe(
+        frozenset({1})
+    )
+    fault.write_text("gpu0")
+    with pytest.raises(JobEnvError, match="comma-separated device indices"):
+        select_probe(config, hook)
+
+
 def test_gate_checks_the_pods_shm_size_and_rdma_from_job_json() -> None:
     _, env = _rendered()
     from hyperframe.api.resolved import ResolvedJobConfig

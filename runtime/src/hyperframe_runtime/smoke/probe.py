@@ -3,7 +3,10 @@
 The gate core never asks "is this a test?": the CLI picks a probe and injects it. Real jobs get
 :class:`~hyperframe_runtime.smoke.cuda_checks.CudaProbe` (CUDA) or :class:`SkippedProbe` (CPU).
 :class:`SimulatedProbe` is a documented test hook (env ``HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE``)
-that lets CPU-only CI exercise the missing-device path end to end.
+that lets CPU-only CI exercise the missing-device path end to end. Its node-level form,
+``HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE_FILE``, names a file that the node provides: the dev
+cluster's real nodes show each pod their own fault files at one host path, so one node's gate
+fails while the same job passes on another.
 
 Probes are small frozen dataclasses so that they pickle into the spawned rank processes.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Protocol
 
 from hyperframe.smoke_report import DeviceFigures
@@ -21,6 +25,7 @@ from hyperframe_runtime.smoke.outcome import Failure
 
 __all__ = [
     "ENV_SIMULATE_MISSING_DEVICE",
+    "ENV_SIMULATE_MISSING_DEVICE_FILE",
     "DeviceOutcome",
     "DeviceProbe",
     "SimulatedProbe",
@@ -30,6 +35,9 @@ __all__ = [
 
 ENV_SIMULATE_MISSING_DEVICE: Final = "HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE"
 """Test hook: comma-separated local device indices to report as not visible."""
+ENV_SIMULATE_MISSING_DEVICE_FILE: Final = "HYPERFRAME_SMOKE_SIMULATE_MISSING_DEVICE_FILE"
+"""Test hook: a file holding what ENV_SIMULATE_MISSING_DEVICE would; a missing or empty file
+simulates nothing. Read only where ENV_SIMULATE_MISSING_DEVICE is unset."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,9 +89,23 @@ class SimulatedProbe:
         )
 
 
+def _simulated_from_file(env: Mapping[str, str]) -> str:
+    path = env.get(ENV_SIMULATE_MISSING_DEVICE_FILE, "").strip()
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text().strip()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise GateConfigError(
+            "config.invalid", f"{ENV_SIMULATE_MISSING_DEVICE_FILE}: cannot read {path}: {exc}"
+        ) from None
+
+
 def select_probe(config: GateConfig, env: Mapping[str, str]) -> DeviceProbe:
     """The probe for this run: the simulation hook if set, else CUDA or the CPU skip."""
-    simulated = env.get(ENV_SIMULATE_MISSING_DEVICE, "").strip()
+    simulated = env.get(ENV_SIMULATE_MISSING_DEVICE, "").strip() or _simulated_from_file(env)
     if simulated:
         try:
             missing = frozenset(int(part) for part in simulated.split(",") if part.strip())
