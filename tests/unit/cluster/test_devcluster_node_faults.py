@@ -3,7 +3,7 @@
 Covers: `fail_device_check` writing the indices the gate's file hook reads (and refusing none),
 `clear_device_fault` removing them, and `job_fault_hooks` mounting the one host path every node
 binds its own fault directory over, read-only, with the gate's variable naming the file there.
-The faults themselves run against real nodes in tests/e2e/test_real_nodes.py.
+The faults themselves run against real nodes in tests/e2e/test_node_faults.py.
 """
 
 from __future__ import annotations
