@@ -1,7 +1,8 @@
 """Faults under the operator, against the real control plane with KWOK GPU nodes.
 
-Smoke-gate failures (one bad node, every node bad, a config error), a node going NotReady, the
-operator killed mid-job, and 20 bad or edge-case objects applied while good jobs run.
+Smoke-gate failures (one bad node, every node bad, a config error), a node going NotReady, a pod
+evicted through the Eviction API (a drain), the operator killed mid-job, and 20 bad or edge-case
+objects applied while good jobs run.
 """
 
 from __future__ import annotations
@@ -185,6 +186,52 @@ def test_node_not_ready_under_a_running_gang_recovers(
     assert dead not in {p["spec"]["nodeName"] for p in new}
     finish_pod(kubectl, namespace, rank_pod(new, 0)["metadata"]["name"], exit_code=0)
     wait_phase(operator, kubectl, namespace, "notready", "Succeeded")
+
+
+_HOLD = "hyperframe.dev/test-hold"
+"""A finalizer the drain test puts on the pod it evicts: the pod stays Terminating (as a real pod
+does for its grace period while the kubelet stops it) until the test has seen the verdict."""
+
+
+def test_a_pod_evicted_through_the_eviction_api_preempts_the_gang_uncounted(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    kubectl.apply([gpu_job("drained", namespace, nodes=2, backoff_limit=0)])
+    gang = wait_running_gang(operator, kubectl, namespace, "drained", nodes=2, generation=0)
+    victim = rank_pod(gang, 1)
+    name, node = victim["metadata"]["name"], victim["spec"]["nodeName"]
+    hold = json.dumps({"metadata": {"finalizers": [_HOLD]}})
+    kubectl.run("patch", "pod", name, "-n", namespace, "--type=merge", "-p", hold)
+    try:
+        # What `kubectl drain` does for each pod: a policy/v1 Eviction on pods/eviction.
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        kubectl.run("create", "--raw", path, "-f", "-", input=json.dumps(eviction))
+        evicted = kubectl.json("get", "pod", name, "-n", namespace)
+        targets = [c for c in evicted["status"].get("conditions") or () if c["type"] == "DisruptionTarget"]
+        assert [c["reason"] for c in targets] == ["EvictionByEvictionAPI"], targets
+        st = wait(
+            operator,
+            lambda: status(kubectl, namespace, "drained"),
+            lambda s: s.get("gangGeneration") == 1,
+            what="gang restart after the eviction",
+        )
+    finally:
+        kubectl.run("patch", "pod", name, "-n", namespace, "--type=json", "-p",
+                    '[{"op": "remove", "path": "/metadata/finalizers"}]', check=False)  # fmt: skip
+    restarting = condition(st, "Restarting")
+    assert st["restarts"] == 0, restarting
+    assert restarting["reason"] == "Preempted", restarting
+    assert "EvictionByEvictionAPI" in restarting["message"] and node in restarting["message"]
+    events = kubectl.json("get", "events", "-n", namespace, "--field-selector", "involvedObject.name=drained")
+    assert any("preempted" in e["message"] and "not counted" in e["message"] for e in events["items"])
+    new = wait_running_gang(operator, kubectl, namespace, "drained", nodes=2, generation=1)
+    finish_pod(kubectl, namespace, rank_pod(new, 0)["metadata"]["name"], exit_code=0)
+    assert wait_phase(operator, kubectl, namespace, "drained", "Succeeded")["restarts"] == 0
 
 
 def test_operator_killed_mid_job_resumes_without_duplicates(

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hyperframe.controller.facts import CleanPodPolicy, JobFacts, PolicySettings, RunPolicy
-from hyperframe.controller.observed import ContainerEnd, NodeState, ObservedPod, Unschedulable
+from hyperframe.controller.observed import ContainerEnd, Disruption, NodeState, ObservedPod, Unschedulable
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 SETTINGS = PolicySettings(
@@ -136,6 +136,12 @@ class Pod:
 
     def deleting(self, since: datetime) -> Pod:
         self._pod = replace(self._pod, deleting_since=since)
+        return self
+
+    def disrupted(self, reason: str, since: datetime) -> Pod:
+        """Being deleted after the API server set its ``DisruptionTarget`` condition with ``reason``."""
+        disruption = Disruption(reason=reason, message=f"{reason} by the test")
+        self._pod = replace(self._pod, deleting_since=since, disruption=disruption)
         return self
 
     def obj(self) -> ObservedPod:

@@ -149,6 +149,23 @@ def test_observe_pod_reads_the_schedulers_unschedulable_verdict_but_not_kueues_g
     assert gated is not None and gated.unschedulable is None
 
 
+def test_observe_pod_reads_the_disruption_target_condition_only_while_true() -> None:
+    def disrupted(status: str) -> dict[str, object]:
+        cond = {
+            "type": "DisruptionTarget",
+            "status": status,
+            "reason": "EvictionByEvictionAPI",
+            "message": "m",
+        }
+        return _pod(phase="Running", conditions=[cond])
+
+    evicted = observe_pod(disrupted("True"))
+    assert evicted is not None and evicted.disruption is not None
+    assert (evicted.disruption.reason, evicted.disruption.message) == ("EvictionByEvictionAPI", "m")
+    cleared = observe_pod(disrupted("False"))
+    assert cleared is not None and cleared.disruption is None
+
+
 def test_observe_pod_ignores_pods_without_valid_labels() -> None:
     assert observe_pod({"metadata": {"name": "x", "labels": {LABEL_JOB: "j", LABEL_RANK: "one"}}}) is None
 

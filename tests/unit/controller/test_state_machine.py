@@ -122,6 +122,60 @@ def test_trainers_that_exit_preempted_restart_the_gang_without_counting_even_at_
     assert deleted(plan) == {p.name for p in pods}
 
 
+def test_a_pod_evicted_by_a_drain_restarts_the_gang_uncounted_before_its_exit_is_seen() -> None:
+    # kubectl drain: the Eviction API sets DisruptionTarget/EvictionByEvictionAPI, then deletes the pod.
+    status = started(phase=Phase.RUNNING, restarts=1)
+    pods = [
+        Pod(0).on("n1").running().disrupted("EvictionByEvictionAPI", at(1)).obj(),
+        Pod(1).on("n2").running().obj(),
+    ]
+    plan = run(job(backoff_limit=1), status, pods, now_s=2)
+    assert plan.status.phase == Phase.RESTARTING
+    assert plan.status.restarts == 1 and plan.status.gang_generation == 1
+    cond = plan.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "Preempted" and "not counted" in cond.message
+    assert "EvictionByEvictionAPI" in cond.message and "n1" in cond.message
+    assert deleted(plan) == {pods[1].name}
+
+
+def test_a_pod_preempted_by_the_scheduler_is_a_preemption_even_when_it_ends_failed() -> None:
+    status = started(phase=Phase.RUNNING, restarts=0)
+    killed = Pod(0).on("n1").exited(137).disrupted("PreemptionByScheduler", at(1)).obj()
+    plan = run(job(backoff_limit=0), status, [killed, Pod(1).on("n2").running().obj()], now_s=2)
+    assert plan.status.phase == Phase.RESTARTING and plan.status.restarts == 0
+    cond = plan.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "Preempted" and "PreemptionByScheduler" in cond.message
+
+
+def test_a_pod_deleted_for_a_lost_node_is_a_counted_failure_even_next_to_a_preemption() -> None:
+    status = started(phase=Phase.RUNNING, restarts=0)
+    pods = [
+        Pod(0).on("n1").running().disrupted("DeletionByTaintManager", at(1)).obj(),
+        Pod(1).on("n2").running().disrupted("EvictionByEvictionAPI", at(1)).obj(),
+    ]
+    plan = run(job(), status, pods, now_s=2)
+    assert plan.status.phase == Phase.RESTARTING and plan.status.restarts == 1
+    cond = plan.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "NodeLost" and "DeletionByTaintManager" in cond.message
+
+
+def test_a_running_pod_deleted_without_a_disruption_is_judged_by_its_exit_not_its_deletion() -> None:
+    # A plain `kubectl delete pod`: the trainer gets SIGTERM and exits 75 within its grace period.
+    status = started(phase=Phase.RUNNING, restarts=0)
+    dying = Pod(0).on("n1").running().deleting(at(1)).obj()
+    other = Pod(1).on("n2").running().obj()
+    waiting = run(job(), status, [dying, other], now_s=2)
+    assert waiting.status.phase == Phase.RUNNING and waiting.status.restarts == 0
+    assert waiting.delete_pods == () and waiting.requeue_after is not None
+    exited = replace(Pod(0).on("n1").exited(TrainExit.PREEMPTED).obj(), deleting_since=at(1))
+    plan = run(job(), status, [exited, other], now_s=3)
+    assert plan.status.phase == Phase.RESTARTING and plan.status.restarts == 0
+    stuck = run(job(), status, [dying, other], now_s=61)
+    assert [d.name for d in stuck.delete_pods if d.force] == [dying.name], "bounded by the terminating grace"
+    gone = run(job(), status, [other], now_s=62)
+    assert gone.status.phase == Phase.RESTARTING and gone.status.restarts == 1
+
+
 def test_a_preempted_exit_next_to_a_crash_counts_as_the_crash() -> None:
     status = started(phase=Phase.RUNNING, restarts=1)
     pods = [Pod(0).on("n1").exited(TrainExit.PREEMPTED).obj(), Pod(1).on("n2").exited(1).obj()]

@@ -24,6 +24,7 @@ from .status import parse_time
 __all__ = [
     "KUEUE_ADMISSION_GATE",
     "ContainerEnd",
+    "Disruption",
     "NodeState",
     "ObservedPod",
     "Unschedulable",
@@ -35,6 +36,7 @@ KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
 """The scheduling gate Kueue's pod webhook adds and removes from the whole group on admission."""
 _KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 _KUEUE_STOP_CONDITION = "TerminationTarget"
+_DISRUPTION_CONDITION = "DisruptionTarget"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +48,17 @@ class ContainerEnd:
     """The kubelet's reason: ``Completed``, ``Error``, ``OOMKilled`` ..."""
     message: str
     """The termination message (the smoke gate writes its JSON report there)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Disruption:
+    """A pod's ``DisruptionTarget`` condition while it is ``True``: the API server, the scheduler or a
+    controller is about to delete the pod, and says why."""
+
+    reason: str
+    """``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``,
+    ``DeletionByPodGC``, ``TerminationByKubelet`` ..."""
+    message: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +97,8 @@ class ObservedPod:
     """``metadata.uid``: a deletion names it as a precondition, so it never hits a newer pod of that name."""
     unschedulable: Unschedulable | None = None
     """The scheduler's verdict while it finds no node for the pod (``PodScheduled=False/Unschedulable``)."""
+    disruption: Disruption | None = None
+    """Why the pod is being disrupted (its ``DisruptionTarget`` condition), else None."""
 
     @property
     def gate_passed(self) -> bool:
@@ -154,7 +169,19 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod | None:
         kueue_stopped=_kueue_stopped(status) if labels.get(_KUEUE_QUEUE_LABEL) else None,
         uid=str(meta.get("uid") or ""),
         unschedulable=_unschedulable(status),
+        disruption=_disruption(status),
     )
+
+
+def _disruption(status: Mapping[str, Any]) -> Disruption | None:
+    for cond in status.get("conditions") or ():
+        if (
+            isinstance(cond, Mapping)
+            and cond.get("type") == _DISRUPTION_CONDITION
+            and cond.get("status") == "True"
+        ):
+            return Disruption(reason=str(cond.get("reason") or ""), message=str(cond.get("message") or ""))
+    return None
 
 
 def _unschedulable(status: Mapping[str, Any]) -> Unschedulable | None:

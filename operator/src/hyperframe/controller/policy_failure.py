@@ -7,8 +7,16 @@ trainer cannot run, a user model module that does not import, lacks its factory 
 wrong signature, data that is not there, a snapshot of another model or layout) or the smoke gate
 does. A gang that was stopped from outside is preempted, not failed: Kueue stopped it, or its
 trainer exited with ``TrainExit.PREEMPTED`` after a SIGTERM (node drain, pod deletion); it is
-recreated without counting against backoffLimit. Everything else (other signals, OOM, evictions,
-NotReady nodes, exit 1 from a crashed step) is retried up to backoffLimit.
+recreated without counting against backoffLimit.
+
+A pod being deleted is judged by its ``DisruptionTarget`` condition (decisions in
+:data:`PREEMPTING_DISRUPTIONS` and :data:`NODE_LOST_DISRUPTIONS`): an eviction through the
+Eviction API (``kubectl drain``) or a scheduler preemption is a preemption; a node lost (the taint
+manager or the pod GC deleted it) is a counted failure. A pod deleted without that condition whose
+main container has not ended yet is not judged until its exit is seen or it is gone: the wait is
+bounded by the terminating grace, after which :func:`stuck_pods` force-deletes it and its missing
+rank restarts the gang. Everything else (other signals, OOM, kubelet evictions, NotReady nodes,
+exit 1 from a crashed step) is retried up to backoffLimit.
 """
 
 from __future__ import annotations
@@ -24,8 +32,11 @@ from .observed import NodeState, ObservedPod
 from .policy_smoke import GateVerdict
 
 __all__ = [
+    "NODE_LOST",
+    "NODE_LOST_DISRUPTIONS",
     "PERMANENT_EXIT_CODES",
     "PREEMPTED",
+    "PREEMPTING_DISRUPTIONS",
     "Failure",
     "find_failures",
     "is_permanent_exit",
@@ -37,6 +48,21 @@ PREEMPTED = "Preempted"
 """Failure reason of a gang stopped from outside: Kueue stopped it (preemption, eviction), or a
 trainer exited with ``TrainExit.PREEMPTED`` after a SIGTERM. Recreated (and queued again), not
 counted against backoffLimit."""
+
+NODE_LOST = "NodeLost"
+"""Failure reason of a pod deleted because its node was lost (counted against backoffLimit)."""
+
+PREEMPTING_DISRUPTIONS: Mapping[str, str] = {
+    "EvictionByEvictionAPI": "evicted through the Eviction API (a node drain)",
+    "PreemptionByScheduler": "preempted by the scheduler for a higher-priority pod",
+}
+"""``DisruptionTarget`` reasons of a pod stopped from outside while healthy: a preemption."""
+
+NODE_LOST_DISRUPTIONS: Mapping[str, str] = {
+    "DeletionByTaintManager": "deleted by the taint manager (its node is NotReady, unreachable or NoExecute-tainted)",
+    "DeletionByPodGC": "deleted by the pod garbage collector (its node is gone)",
+}
+"""``DisruptionTarget`` reasons of a pod whose node was lost: a counted failure."""
 
 PERMANENT_EXIT_CODES: Mapping[int, str] = {
     int(TrainExit.CONFIG): "configuration error",
@@ -130,7 +156,34 @@ def find_failures(
             )
             continue
         end = pod.main_end
-        if end is not None and end.exit_code == TrainExit.PREEMPTED:
+        disruption = pod.disruption.reason if pod.disruption is not None else ""
+        if pod.deleting_since is not None and disruption in PREEMPTING_DISRUPTIONS:
+            failures.append(
+                Failure(
+                    reason=PREEMPTED,
+                    message=(
+                        f"rank {pod.rank} (pod {pod.name} on {pod.node}) was {PREEMPTING_DISRUPTIONS[disruption]} "
+                        f"(DisruptionTarget {disruption}; it resumes from its last complete snapshot)"
+                    ),
+                    permanent=False,
+                    pod=pod.name,
+                    node=pod.node,
+                )
+            )
+        elif pod.deleting_since is not None and disruption in NODE_LOST_DISRUPTIONS:
+            failures.append(
+                Failure(
+                    reason=NODE_LOST,
+                    message=(
+                        f"rank {pod.rank} (pod {pod.name} on {pod.node}) was {NODE_LOST_DISRUPTIONS[disruption]} "
+                        f"(DisruptionTarget {disruption})"
+                    ),
+                    permanent=False,
+                    pod=pod.name,
+                    node=pod.node,
+                )
+            )
+        elif end is not None and end.exit_code == TrainExit.PREEMPTED:
             failures.append(
                 Failure(
                     reason=PREEMPTED,
@@ -171,11 +224,12 @@ def find_failures(
                     node=pod.node,
                 )
             )
-        elif pod.deleting_since is not None:
+        elif pod.deleting_since is not None and (pod.disruption is not None or not pod.main_started):
             failures.append(
                 Failure(
                     reason="PodDeleted",
-                    message=f"rank {pod.rank} (pod {pod.name}) was deleted while the gang ran",
+                    message=f"rank {pod.rank} (pod {pod.name}) was deleted while the gang ran"
+                    + (f" ({pod.disruption.reason}: {pod.disruption.message})" if pod.disruption else ""),
                     permanent=False,
                     pod=pod.name,
                     node=pod.node,
