@@ -284,11 +284,6 @@ def test_a_node_lost_mid_run_restarts_the_gang_on_the_other_node_from_its_checkp
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the operator counts an evicted pod as PodDeleted (a failure) as soon as its deletion starts, "
-    "before the trainer's exit 75 is seen; the fix belongs to the issue 'The operator under faults'",
-)
 def test_a_drain_mid_run_preempts_the_trainer_which_resumes_on_the_other_node_uncounted(
     two_nodes: TwoNodes,
 ) -> None:

@@ -79,15 +79,25 @@ def main(argv: list[str] | None = None) -> int:
         dist.all_reduce(stop)  # every rank stops at the same step
         if stop.item():
             print(f"rank {rank}: SIGTERM, stopping after step {step}", flush=True)
-            dist.destroy_process_group()
+            del model, optimizer
+            _shut_down()
             return EXIT_PREEMPTED
     if rank == 0:
         print(
             f"trained {args.steps} steps on {world} ranks, final loss {mean_loss.item() / world:.4f}",
             flush=True,
         )
-    dist.destroy_process_group()
+    del model, optimizer
+    _shut_down()
     return 0
+
+
+def _shut_down() -> None:
+    """Leave together: DDP's reducer is gone (``del model`` above) and every rank is past its last
+    collective before the process group goes. A gloo rank that tore its connections down while a
+    peer still used them aborted ("terminate called without an active exception")."""
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
