@@ -121,7 +121,9 @@ def move_state(
                 _copy_local(old[local], old_optimizer, new[name], new_optimizer, stats)
                 copied.add(name)
     mine = _Table(needs=sorted(n for n in new if n not in old and n not in copied))
-    for name in sorted(n for n in old if n not in new or n in _wanted_siblings(siblings, old)):
+    # Tied names this rank holds are offered too, even where it keeps them: another rank may need
+    # them under a sibling name (only what is asked for is sent).
+    for name in sorted(n for n in old if n not in new or n in siblings):
         param = old[name]
         mine.leaving.append(_Entry(name, "", tuple(param.shape), param.dtype))
         for key, value in _state_items(old_optimizer.state.get(param, {})):
@@ -138,7 +140,7 @@ def move_state(
 
     with torch.no_grad():
         for name, param in new.items():  # what this rank keeps: its own storage, no copy
-            if name in old and name not in copied:
+            if name in old:
                 param.data = old[name].data
                 stats.kept_bytes += param.numel() * param.element_size()
                 state = old_optimizer.state.get(old[name])
@@ -179,12 +181,6 @@ def move_state(
                 else:
                     _receive(entries, sender.scalars, new, new_optimizer, peer, pp_group, bucket_bytes, stats)
     return stats
-
-
-def _wanted_siblings(siblings: Mapping[str, tuple[str, ...]], old: Mapping[str, torch.Tensor]) -> set[str]:
-    """Tied names this rank holds: offered too, since another rank may need them under a
-    sibling name even where this rank keeps them (only what is asked for is sent)."""
-    return {n for n in old if n in siblings}
 
 
 def _copy_local(
