@@ -95,6 +95,7 @@ def _worker(rank: int, port: int, out: str) -> None:
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(1)
+    dist.barrier()  # leave together: a gloo rank tearing down under a peer's last send aborted
     dist.destroy_process_group()
 
 
