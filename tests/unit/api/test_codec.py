@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 import pytest
-from hyperframe.api.codec import dump, parse, parse_lenient
+from hyperframe.api.codec import check, dump, parse, parse_lenient
 from hyperframe.api.errors import FieldError, SpecError
+from hyperframe.api.fields import Format, spec_field
 from hyperframe.api.job import Frames, JobSpec, Parallelism
 from hyperframe.api.kube import EnvVar
 from hyperframe.api.runtime import RuntimeImages, SmokePolicy
@@ -199,3 +202,49 @@ def test_lenient_parse_without_a_fallback_for_a_required_field_gives_none() -> N
     value, errors = parse_lenient(_Wire, {"ok": "yes"})
     assert value is None
     assert [e.path for e in errors] == ["ok"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Local:
+    """A model with a format of its own, exclusive bounds, a set and a map of formatted values."""
+
+    tag: str = spec_field("A tag.", fmt=Format(r"^v[0-9]+$", "a v-number", "v1"), default="v1")
+    fraction: float = spec_field("A fraction.", default=0.5, minimum=0, maximum=1, exclusive_maximum=True)
+    budget: float = spec_field("A budget.", default=1.0, minimum=0, exclusive_minimum=True)
+    kinds: frozenset[Literal["a", "b"]] = spec_field("Kinds.", default=frozenset({"a"}))
+    pins: Mapping[str, str] = spec_field(
+        "Pins.", default_factory=dict, fmt=Format(r"^[0-9.]+$", "a version", "1.2")
+    )
+
+
+def test_a_model_of_its_own_declares_formats_exclusive_bounds_sets_and_map_values() -> None:
+    value = parse(_Local, {"kinds": ["b", "a"], "pins": {"x": "1.0"}}, path="")
+    assert value.kinds == frozenset({"a", "b"}) and value.pins == {"x": "1.0"}
+    errs = errors_of(
+        _Local,
+        {"tag": "1", "fraction": 1, "budget": 0, "kinds": ["c"], "pins": {"x": "one"}, "tagg": 1},
+    )
+    assert list(errs.values()) == [
+        'spec.tag: "1" is not a v-number: use a v-number, e.g. v1',
+        "spec.fraction: 1 is not below the maximum 1: use a value < 1",
+        "spec.budget: 0 is not above the minimum 0: use a value > 0",
+        'spec.kinds[0]: unknown value string "c": use one of a, b',
+        'spec.pins.x: "one" is not a version: use a version, e.g. 1.2',
+        'spec.tagg: unknown field: remove it or fix the spelling (did you mean "tag"?)',
+    ]
+
+
+def test_an_unknown_field_at_the_top_is_named_without_a_leading_dot() -> None:
+    with pytest.raises(SpecError) as info:
+        parse(_Local, {"tags": "v1"}, path="")
+    assert info.value.paths() == ["tags"]
+
+
+def test_check_applies_the_declared_rules_to_a_model_built_in_python() -> None:
+    assert check(_Local()) == []
+    bad = _Local(tag="x", fraction=2.0, kinds=frozenset({"z"}))  # type: ignore[arg-type]
+    assert [str(e) for e in check(bad, path="local")] == [
+        'local.tag: "x" is not a v-number: use a v-number, e.g. v1',
+        "local.fraction: 2 is not below the maximum 1: use a value < 1",
+        'local.kinds[0]: unknown value string "z": use one of a, b',
+    ]

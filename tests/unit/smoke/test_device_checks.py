@@ -261,7 +261,10 @@ def test_neighbouring_chunks_get_different_patterns() -> None:
 
 
 def test_unknown_device_checks_and_negative_minimums_are_config_errors() -> None:
-    with pytest.raises(GateConfigError, match="deviceChecks: unknown check"):
+    with pytest.raises(
+        GateConfigError,
+        match=r"deviceChecks\[0\]: unknown value string \"nvlink\": use one of visible, memory, matmul, p2p",
+    ):
         _config(device_checks=frozenset({"visible", "nvlink"}))
     with pytest.raises(GateConfigError, match="minMatmulTFLOPS"):
         replace(_config(), min_tflops=-1.0)

@@ -207,6 +207,84 @@ def test_config_rejects_nonsense_with_the_field_named() -> None:
         _config(memory_fraction=1.5)
 
 
+@pytest.mark.parametrize(
+    ("fields", "reason", "line"),
+    [
+        ({"master_addr": ""}, "config.missing-env", "MASTER_ADDR: must not be shorter than 1 characters: "),
+        ({"master_port": 0}, "config.missing-env", "MASTER_PORT: 0 is below the minimum 1: use a value >= 1"),
+        (
+            {"nproc_per_node": 0},
+            "config.world-size",
+            "NPROC_PER_NODE: 0 is below the minimum 1: use a value >= 1",
+        ),
+        (
+            {"node_rank": 2},
+            "config.world-size",
+            "NODE_RANK: 2 is outside 0..1 (PET_NNODES=2 nodes): the pods are numbered from 0 to PET_NNODES - 1",
+        ),
+        ({"device": "tpu"}, "config.invalid", 'device: unknown value string "tpu": use one of cpu, cuda'),
+        (
+            {"backend": "mpi"},
+            "config.invalid",
+            'backend: unknown value string "mpi": use one of "", gloo, nccl',
+        ),
+        (
+            {"backend": "nccl"},
+            "config.invalid",
+            "backend: 'nccl' needs device 'cuda': use 'gloo' (or '') with device 'cpu'",
+        ),
+        (
+            {"memory_fraction": 1.0},
+            "config.invalid",
+            "memoryFraction: 1 is not below the maximum 1: use a value < 1",
+        ),
+        (
+            {"allreduce_sizes": ()},
+            "config.invalid",
+            "allreduceSizes: has 0 items, fewer than 1: give at least 1",
+        ),
+        (
+            {"allreduce_sizes": (1024, 2)},
+            "config.invalid",
+            "allreduceSizes[1]: 2 is below the minimum 4: use a value >= 4",
+        ),
+        (
+            {"step_timeout_s": 0},
+            "config.invalid",
+            "stepTimeoutS: 0 is not above the minimum 0: use a value > 0",
+        ),
+        (
+            {"min_busbw_gbps": -1},
+            "config.invalid",
+            "minBusBandwidthGBps: -1 is below the minimum 0: use a value >= 0",
+        ),
+        (
+            {"checks": frozenset({"devices", "disks"})},
+            "config.invalid",
+            'checks[1]: unknown value string "disks": use one of devices, collective',
+        ),
+    ],
+)
+def test_a_bad_gate_config_names_the_field_problem_and_fix(
+    fields: dict[str, object], reason: str, line: str
+) -> None:
+    with pytest.raises(GateConfigError) as caught:
+        _config(**fields)
+    assert caught.value.reason_id == reason
+    assert str(caught.value).startswith(line)
+
+
+def test_a_bad_gate_config_reports_every_field_at_once() -> None:
+    with pytest.raises(GateConfigError) as caught:
+        _config(master_port=70000, iterations=0, shm_bytes=-1)
+    assert caught.value.reason_id == "config.missing-env"  # the first field's reason
+    assert str(caught.value).splitlines() == [
+        "MASTER_PORT: 70000 is above the maximum 65535: use a value <= 65535",
+        "shmSizeBytes: -1 is below the minimum 0: use a value >= 0",
+        "iterations: 0 is below the minimum 1: use a value >= 1",
+    ]
+
+
 def test_table_shows_verdict_reason_and_remedy() -> None:
     failure = Failure(reason_id="node.shm", message="node 0: /dev/shm is 0.06 GiB")
     own = [_record(0, failure=failure)]

@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from typing import Any, Final, TypeVar, cast
 
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.fields import FORMATS, META_KEY, FieldMeta, field_meta, json_name
+from hyperframe.api.fields import META_KEY, FieldMeta, field_meta, json_name
 from hyperframe.api.introspect import Shape, model_fields
 
-__all__ = ["dump", "expectation", "parse", "parse_lenient"]
+__all__ = ["check", "dump", "expectation", "parse", "parse_lenient"]
 
 T = TypeVar("T")
 
@@ -64,6 +64,19 @@ def parse_lenient(
     return (None if isinstance(value, _Invalid) else cast(T, value)), errors
 
 
+def check(value: Any, *, path: str = "") -> list[FieldError]:
+    """Every way the fields of ``value``, a model built in Python, break their declared rules.
+
+    The same rules :func:`parse` applies to a wire object (shapes, bounds, formats, choices), for
+    a model that validates itself in ``__post_init__``; its cross-field rules stay its own."""
+    errors: list[FieldError] = []
+    for f, shape in model_fields(type(value)):
+        v = getattr(value, f.name)
+        if v is not None or not shape.optional:
+            _parse_value(shape, _meta_of(f), dump(v), _join(path, json_name(f)), errors)
+    return errors
+
+
 def dump(value: Any) -> Any:
     """A model (or any value inside one) as plain JSON-compatible data, wire names, no Nones."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -75,6 +88,8 @@ def dump(value: Any) -> Any:
         return out
     if isinstance(value, tuple | list):
         return [dump(v) for v in value]
+    if isinstance(value, frozenset | set):
+        return [dump(v) for v in sorted(value, key=str)]
     if isinstance(value, Mapping):
         return {str(k): dump(v) for k, v in value.items()}
     return value
@@ -104,9 +119,9 @@ def _num(x: float) -> str:
 def _bounds(meta: FieldMeta) -> str:
     parts = []
     if meta.minimum is not None:
-        parts.append(f">= {_num(meta.minimum)}")
+        parts.append(f"{'>' if meta.exclusive_minimum else '>='} {_num(meta.minimum)}")
     if meta.maximum is not None:
-        parts.append(f"<= {_num(meta.maximum)}")
+        parts.append(f"{'<' if meta.exclusive_maximum else '<='} {_num(meta.maximum)}")
     return " and ".join(parts)
 
 
@@ -122,10 +137,9 @@ def expectation(shape: Shape, meta: FieldMeta) -> str:
     if kind == "bool":
         return "true or false"
     if kind == "enum":
-        return "one of " + ", ".join(shape.choices)
+        return "one of " + ", ".join(c or '""' for c in shape.choices)
     if kind == "str":
-        if meta.fmt:
-            fmt = FORMATS[meta.fmt]
+        if (fmt := meta.str_format) is not None:
             return f"{fmt.what}, e.g. {fmt.example}"
         return "a string"
     if kind == "list":
@@ -196,7 +210,7 @@ def _parse_model(
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f'did you mean "{close[0]}"?' if close else "known fields: " + ", ".join(known)
             errors.append(
-                FieldError(f"{path}.{key}", "unknown field", f"remove it or fix the spelling ({hint})")
+                FieldError(_join(path, str(key)), "unknown field", f"remove it or fix the spelling ({hint})")
             )
             ok = False
     if not ok:
@@ -238,8 +252,9 @@ def _parse_value(
             return fail(f"must not be shorter than {meta.min_length} characters", "set a non-empty value")
         if meta.max_length is not None and len(v) > meta.max_length:
             return fail(f"is {len(v)} characters, longer than {meta.max_length}", "shorten it")
-        if meta.fmt is not None and not FORMATS[meta.fmt].matches(v):
-            return fail(f'"{v}" is not {FORMATS[meta.fmt].what}')
+        fmt = meta.str_format
+        if fmt is not None and not fmt.matches(v):
+            return fail(f'"{v}" is not {fmt.what}')
         return v
     if kind == "int":
         if isinstance(v, bool) or not isinstance(v, int):
@@ -263,7 +278,7 @@ def _parse_value(
         assert shape.item is not None
         out: dict[str, Any] = {}
         for key, item in v.items():
-            parsed = _parse_value(shape.item, _NO_META, item, f"{path}.{key}", errors, lenient)
+            parsed = _parse_value(shape.item, meta.item(), item, f"{path}.{key}", errors, lenient)
             if not isinstance(parsed, _Invalid):
                 out[str(key)] = parsed
         return out if lenient is not None or len(errors) == bad else _INVALID
@@ -277,7 +292,7 @@ def _parse_value(
     if meta.max_items is not None and len(v) > meta.max_items:
         return fail(f"has {len(v)} items, more than {meta.max_items}", f"give at most {meta.max_items}")
     assert shape.item is not None
-    item_meta = FieldMeta(doc="", raw_keys=meta.raw_keys, fmt=meta.fmt, max_length=meta.max_length)
+    item_meta = meta.item()
     items = [
         _parse_value(shape.item, item_meta, item, f"{path}[{i}]", errors, lenient) for i, item in enumerate(v)
     ]
@@ -289,18 +304,19 @@ def _parse_value(
         _check_unique(items, meta, path, errors)
     if len(errors) != bad and lenient is None:
         return _INVALID
+    if shape.as_set:
+        return frozenset(items)
     return list(items) if shape.as_list else tuple(items)
 
 
 def _check_bounds(v: float, meta: FieldMeta, fail: Any) -> Any:
-    if meta.minimum is not None and v < meta.minimum:
-        return fail(
-            f"{_num(v)} is below the minimum {_num(meta.minimum)}", f"use a value >= {_num(meta.minimum)}"
-        )
-    if meta.maximum is not None and v > meta.maximum:
-        return fail(
-            f"{_num(v)} is above the maximum {_num(meta.maximum)}", f"use a value <= {_num(meta.maximum)}"
-        )
+    low, high = meta.minimum, meta.maximum
+    if low is not None and (v < low or (meta.exclusive_minimum and v == low)):
+        word, op = ("not above", ">") if meta.exclusive_minimum else ("below", ">=")
+        return fail(f"{_num(v)} is {word} the minimum {_num(low)}", f"use a value {op} {_num(low)}")
+    if high is not None and (v > high or (meta.exclusive_maximum and v == high)):
+        word, op = ("not below", "<") if meta.exclusive_maximum else ("above", "<=")
+        return fail(f"{_num(v)} is {word} the maximum {_num(high)}", f"use a value {op} {_num(high)}")
     return v
 
 

@@ -128,11 +128,15 @@ class FieldMeta:
     json: str | None = None
     minimum: float | None = None
     maximum: float | None = None
+    exclusive_minimum: bool = False
+    """The value must be above ``minimum``, not equal to it (likewise ``exclusive_maximum``)."""
+    exclusive_maximum: bool = False
     min_length: int | None = None
     max_length: int | None = None
     min_items: int | None = None
     max_items: int | None = None
-    fmt: str | None = None
+    fmt: str | Format | None = None
+    """A name in :data:`FORMATS`, or a :class:`Format` of the one model that uses it."""
     immutable: bool = False
     """Adds the CEL transition rule ``self == oldSelf``: the field cannot change after creation."""
     unique_items: bool = False
@@ -143,6 +147,24 @@ class FieldMeta:
     """For free-form (pass-through) objects or lists of them: string keys that must be present."""
     example: str | None = None
 
+    @property
+    def str_format(self) -> Format | None:
+        """The string format, resolved from its name."""
+        return FORMATS[self.fmt] if isinstance(self.fmt, str) else self.fmt
+
+    def item(self) -> FieldMeta:
+        """What each item of a list or map field must satisfy (the value rules, not the sizes)."""
+        return FieldMeta(
+            doc="",
+            raw_keys=self.raw_keys,
+            fmt=self.fmt,
+            max_length=self.max_length,
+            minimum=self.minimum,
+            maximum=self.maximum,
+            exclusive_minimum=self.exclusive_minimum,
+            exclusive_maximum=self.exclusive_maximum,
+        )
+
 
 def spec_field(
     doc: str,
@@ -152,11 +174,13 @@ def spec_field(
     json: str | None = None,
     minimum: float | None = None,
     maximum: float | None = None,
+    exclusive_minimum: bool = False,
+    exclusive_maximum: bool = False,
     min_length: int | None = None,
     max_length: int | None = None,
     min_items: int | None = None,
     max_items: int | None = None,
-    fmt: str | None = None,
+    fmt: str | Format | None = None,
     immutable: bool = False,
     unique_items: bool = False,
     map_keys: tuple[str, ...] = (),
@@ -164,13 +188,15 @@ def spec_field(
     example: str | None = None,
 ) -> Any:
     """Declare a model field. Without a default the field is required."""
-    if fmt is not None and fmt not in FORMATS:
+    if isinstance(fmt, str) and fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}")
     meta = FieldMeta(
         doc=doc,
         json=json,
         minimum=minimum,
         maximum=maximum,
+        exclusive_minimum=exclusive_minimum,
+        exclusive_maximum=exclusive_maximum,
         min_length=min_length,
         max_length=max_length,
         min_items=min_items,

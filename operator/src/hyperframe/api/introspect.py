@@ -35,6 +35,8 @@ class Shape:
     """For a fixed-length ``tuple[X, X]``: the number of items."""
     as_list: bool = False
     """For ``list[X]``: parsed into a list (``tuple[X, ...]``, the models' form, parses to a tuple)."""
+    as_set: bool = False
+    """For ``frozenset[X]``: parsed into a frozenset (written as a list)."""
 
 
 _SCALARS: dict[Any, Kind] = {str: "str", int: "int", float: "float", bool: "bool"}
@@ -60,6 +62,8 @@ def shape_of(tp: Any) -> Shape:
         raise TypeError(f"only tuple[X, ...] and tuple[X, X] are supported, got {tp!r}")
     if origin is list:
         return Shape("list", item=shape_of(args[0]), as_list=True)
+    if origin is frozenset:
+        return Shape("list", item=shape_of(args[0]), as_set=True)
     if origin in (Mapping, dict, typing.Mapping):
         if args[1] is Any:
             return Shape("raw")

@@ -12,7 +12,7 @@ import dataclasses
 import json
 from typing import Any
 
-from hyperframe.api.fields import FORMATS, FieldMeta, Rule, field_meta, json_name, rules_of
+from hyperframe.api.fields import FieldMeta, Rule, field_meta, json_name, rules_of
 from hyperframe.api.introspect import Shape, model_fields
 
 __all__ = ["cel_rule", "schema_for_model"]
@@ -91,8 +91,8 @@ def _schema_value(shape: Shape, meta: FieldMeta) -> dict[str, Any]:
             s["maxLength"] = meta.max_length
         if meta.fmt == "date-time":
             s["format"] = "date-time"
-        elif meta.fmt is not None:
-            s["pattern"] = FORMATS[meta.fmt].pattern
+        elif (fmt := meta.str_format) is not None:
+            s["pattern"] = fmt.pattern
         return s
     if kind in ("int", "float"):
         s = {"type": "integer"} if kind == "int" else {"type": "number"}
@@ -102,6 +102,10 @@ def _schema_value(shape: Shape, meta: FieldMeta) -> dict[str, Any]:
             s["minimum"] = int(meta.minimum) if kind == "int" else meta.minimum
         if meta.maximum is not None:
             s["maximum"] = int(meta.maximum) if kind == "int" else meta.maximum
+        if meta.exclusive_minimum:
+            s["exclusiveMinimum"] = True
+        if meta.exclusive_maximum:
+            s["exclusiveMaximum"] = True
         return s
     if kind == "bool":
         return {"type": "boolean"}
@@ -111,15 +115,14 @@ def _schema_value(shape: Shape, meta: FieldMeta) -> dict[str, Any]:
         assert shape.item is not None
         m: dict[str, Any] = {
             "type": "object",
-            "additionalProperties": _schema_value(shape.item, FieldMeta(doc="")),
+            "additionalProperties": _schema_value(shape.item, meta.item()),
         }
         if meta.max_items is not None:
             m["maxProperties"] = meta.max_items
         return m
     # list
     assert shape.item is not None
-    item_meta = FieldMeta(doc="", raw_keys=meta.raw_keys, fmt=meta.fmt, max_length=meta.max_length)
-    arr: dict[str, Any] = {"type": "array", "items": _schema_value(shape.item, item_meta)}
+    arr: dict[str, Any] = {"type": "array", "items": _schema_value(shape.item, meta.item())}
     if meta.min_items is not None:
         arr["minItems"] = meta.min_items
     if meta.max_items is not None:

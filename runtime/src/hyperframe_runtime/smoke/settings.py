@@ -11,7 +11,7 @@ from __future__ import annotations
 from hyperframe.api.resolved import ResolvedJobConfig
 
 from hyperframe_runtime.jobenv import JobEnv, JobEnvError
-from hyperframe_runtime.smoke.config import GateConfig
+from hyperframe_runtime.smoke.config import Check, GateConfig
 
 __all__ = ["SHM_FLOOR_BYTES", "gate_config", "split_timeout"]
 
@@ -39,7 +39,7 @@ def gate_config(job: ResolvedJobConfig, env: JobEnv, *, node_name: str) -> GateC
             f"procsPerNode: {job.procs_per_node}, but a GPU job runs one rank per GPU (gpusPerNode={job.gpus_per_node})",
         )
     rendezvous_s, step_s = split_timeout(float(smoke.timeout_seconds), float(job.rendezvous.timeout_seconds))
-    checks = {"collective"}
+    checks: set[Check] = {"collective"}
     device_checks = set(smoke.device_checks)
     if device_checks:
         checks.add("devices")
