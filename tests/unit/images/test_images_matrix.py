@@ -109,7 +109,7 @@ BROKEN: list[tuple[str, Mutation, str, str]] = [
         "digest in upper case",
         _set("operator.base.digest", "sha256:" + "A" * 64),
         "operator.base.digest",
-        "malformed",
+        "is not a sha256 digest of 64 lowercase hex digits",
     ),
     (
         "CUDA 13 torch on a CUDA 12 base",
@@ -142,7 +142,7 @@ BROKEN: list[tuple[str, Mutation, str, str]] = [
         "missing base digest",
         _delete("profiles.cuda12.base.digest"),
         "profiles.cuda12.base.digest",
-        "is required",
+        "required field is missing",
     ),
     (
         "the runtime flavour instead of base",
@@ -160,7 +160,7 @@ BROKEN: list[tuple[str, Mutation, str, str]] = [
         "python written as a YAML float",
         _set("profiles.cpu.python", 3.12),
         "profiles.cpu.python",
-        "must be a quoted string",
+        'expected a string, got number 3.12: use major.minor in quotes, e.g. "3.12"',
     ),
     (
         "a misspelt field",
@@ -178,7 +178,7 @@ BROKEN: list[tuple[str, Mutation, str, str]] = [
         "digest written into the image field",
         _set("profiles.cpu.base.image", "python:3.12-slim-bookworm@sha256:" + "a" * 64),
         "profiles.cpu.base.image",
-        "malformed",
+        "is not repository:tag, no digest (that has its own field)",
     ),
     (
         "an RDMA package without an exact version",
@@ -189,7 +189,7 @@ BROKEN: list[tuple[str, Mutation, str, str]] = [
     (
         "two default profiles",
         _set("profiles.cpu.default", True),
-        "matrix.profiles",
+        "profiles",
         "exactly one profile must have default: true",
     ),
     (
@@ -236,3 +236,43 @@ def test_runtime_version_drift_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(MatrixError) as caught:
         load_matrix(tmp_path)
     assert any(p.startswith("runtime/pyproject.toml: version 9.9.9 differs") for p in caught.value.problems)
+
+
+def test_a_bad_matrix_entry_reads_path_problem_fix(raw: dict[str, Any]) -> None:
+    """Field rules (the codec's, as for the job API) and the rules between fields read alike."""
+    raw["image_user"]["uid"] = 0
+    raw["registry"] = "GHCR.io"
+    raw["extra"] = 1
+    raw["profiles"]["cuda13"]["os"] = "ubuntu20.04"
+    raw["profiles"]["cuda13"]["os_packages"] = ["python3", "Bad_Name"]
+    raw["profiles"]["cuda12"]["torch"]["variant"] = "cu128"
+    raw["profiles"]["local"]["base"]["debootstrap"]["suite"] = "buster"
+    raw["profiles"]["local"]["release"] = True
+    raw["profiles"]["Bad"] = {}
+    assert problems_of(raw) == [
+        'registry: "GHCR.io" is not host/namespace: use host/namespace, e.g. ghcr.io/acme',
+        "image_user.uid: 0 is below the minimum 1000: use a value >= 1000",
+        "extra: unknown field: remove it or fix the spelling (known fields: schema_version, registry, "
+        "image_user, operator, profiles)",
+        'profiles.cuda13.os: unknown value string "ubuntu20.04": use one of ubuntu24.04, ubuntu22.04, debian12',
+        'profiles.cuda13.os_packages[1]: "Bad_Name" is not a Debian package name: use a Debian package name, '
+        "e.g. python3",
+        "profiles.cuda12.torch.cuda: 12.9 does not match variant cu128 (which is CUDA 12.8): fix one of them",
+        'profiles.local.base.debootstrap.suite: unknown value string "buster": use one of bookworm, trixie',
+        "profiles.Bad: the profile name is not a DNS-1123 label: rename it: it names a HyperFrameRuntime",
+    ]
+    del raw["profiles"]["Bad"]
+    raw["profiles"]["local"]["base"]["debootstrap"]["suite"] = "bookworm"
+    assert (
+        "profiles.local.release: must be false for a debootstrap base: such an image is built for the "
+        "local cluster only; set release: false" in problems_of(raw)
+    )
+
+
+def test_every_shipped_problem_line_has_a_path_a_problem_and_a_fix(raw: dict[str, Any]) -> None:
+    for case, mutate, _field, _message in BROKEN:
+        data = copy.deepcopy(raw)
+        mutate(data)
+        for line in problems_of(data):
+            path, problem, fix = line.split(": ", 2) if line.count(": ") >= 2 else (line, "", "")
+            assert path and problem and fix and " " not in path, f"{case}: {line}"

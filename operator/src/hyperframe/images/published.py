@@ -16,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from hyperframe.images.validate import DIGEST_RE, MatrixError
+from hyperframe.images.matrix import DIGEST
+from hyperframe.images.validate import MatrixError
 
 __all__ = [
     "PUBLISHED_FILE",
@@ -48,7 +49,7 @@ def load_published(root: Path) -> dict[str, str]:
     problems = [
         f"{PUBLISHED_FILE}: images.{ref}: {digest!r} is not sha256:<64 hex>"
         for ref, digest in images.items()
-        if not isinstance(digest, str) or not DIGEST_RE.match(digest)
+        if not isinstance(digest, str) or not DIGEST.matches(digest)
     ]
     problems += [
         f"{PUBLISHED_FILE}: images.{ref}: not a repository:tag reference"
@@ -73,7 +74,7 @@ def digests_from_bake_metadata(metadata_json: str) -> dict[str, str]:
             continue
         digest = target.get("containerimage.digest")
         names = str(target.get("image.name", ""))
-        if isinstance(digest, str) and DIGEST_RE.match(digest):
+        if isinstance(digest, str) and DIGEST.matches(digest):
             for name in filter(None, names.split(",")):
                 out[name.strip()] = digest
     return out

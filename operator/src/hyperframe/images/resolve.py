@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperframe.images.matrix import BaseImage, Matrix, Profile
-from hyperframe.images.validate import DIGEST_RE, SEMVER3_RE
+from hyperframe.images.matrix import DIGEST, RELEASE, BaseImage, Matrix, Profile
 
 __all__ = [
     "Change",
@@ -64,7 +63,7 @@ def registry_digest_reader(image: str) -> str:
         text=True,
     ).stdout.strip()
     digest = out.strip('"')
-    if not DIGEST_RE.match(digest):
+    if not DIGEST.matches(digest):
         raise ValueError(f"registry answered {out!r} for {image}, not a sha256 digest")
     return digest
 
@@ -130,7 +129,7 @@ def resolve_matrix_text(
     for where, base in bases:
         if base.image not in digests:
             digests[base.image] = digest_of(base.image)
-            if not DIGEST_RE.match(digests[base.image]):
+            if not DIGEST.matches(digests[base.image]):
                 raise ValueError(
                     f"{where}.digest: the registry answered {digests[base.image]!r}, not sha256:<64 hex>"
                 )
@@ -141,7 +140,7 @@ def resolve_matrix_text(
         if p.torch.nccl is None:
             continue
         nccls[p.name] = nccl_of(p)
-        if not SEMVER3_RE.match(nccls[p.name]):
+        if not RELEASE.matches(nccls[p.name]):
             raise ValueError(f"profiles.{p.name}.torch.nccl: the wheel says {nccls[p.name]!r}, not x.y.z")
         if nccls[p.name] != p.torch.nccl:
             changes.append(Change(f"profiles.{p.name}.torch.nccl", p.torch.nccl, nccls[p.name]))

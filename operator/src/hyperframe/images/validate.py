@@ -1,25 +1,36 @@
 """Parse and validate `images/matrix.yaml` into a `Matrix`.
 
-Every problem is reported at once, each as `path.to.field: what is wrong; how to fix it`, with
-the profile named in the path (`profiles.cuda12.torch.cuda: ...`). The rules that matter for a
-working image:
+The fields are read by the job API's codec (:func:`hyperframe.api.codec.parse`) from the rules
+declared on them (:mod:`hyperframe.images.matrix`), so a problem reads like the job API's:
+`path: problem: fix`, with the profile named in the path (`profiles.cuda12.torch.cuda: ...`),
+and every problem is reported at once. This module adds the rules between fields that matter
+for a working image:
 
-- every upstream image is pinned by a well-formed digest (`sha256:` + 64 lowercase hex);
 - the CUDA profiles use the `base` flavour of nvidia/cuda (torch wheels bring their own CUDA
   libraries, so `runtime`/`cudnn` would ship CUDA twice) for the declared CUDA version and OS;
 - torch's CUDA has the base image's CUDA major and a minor no newer than it, because the base
   image's NVIDIA_REQUIRE_CUDA is what the container runtime checks against the node's driver;
 - the torch variant label agrees with torch's CUDA version (`cu129` <-> `12.9`);
-- a CUDA profile records the NCCL its torch wheel ships; the CPU profile records none.
+- a CUDA profile records the NCCL its torch wheel ships; the CPU profile records none;
+- one profile is the default, and no two profiles would get the same framework image tag.
 """
+
+# ruff: noqa: RUF009  (spec_field declares a field; its default, if any, is immutable)
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeVar
 
+from hyperframe.api.codec import parse
+from hyperframe.api.errors import FieldError, SpecError
+from hyperframe.api.fields import Format, spec_field
 from hyperframe.images.matrix import (
+    DEB_PACKAGE,
+    PYTHON,
+    RELEASE,
     BaseImage,
     DebootstrapBase,
     ImageUser,
@@ -31,223 +42,175 @@ from hyperframe.images.matrix import (
 
 __all__ = ["MatrixError", "parse_matrix"]
 
-DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
-SEMVER3_RE = re.compile(r"^\d+\.\d+\.\d+$")
-MAJOR_MINOR_RE = re.compile(r"^\d+\.\d+$")
-VARIANT_RE = re.compile(r"^(cpu|cu(\d{2})(\d))$")
-DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DEB_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
-DEB_VERSION_RE = re.compile(r"^[0-9][A-Za-z0-9.+~:-]*$")
-IMAGE_TAG_RE = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-REGISTRY_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
-SUPPORTED_OS = ("ubuntu24.04", "ubuntu22.04", "debian12")
 SCHEMA_VERSION = 1
+_DNS_LABEL: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_VARIANT: Final = re.compile(r"^cu(\d{2})(\d)$")
+
+T = TypeVar("T")
 
 
 class MatrixError(ValueError):
-    """The matrix is invalid; `problems` lists every `field: problem; fix` line."""
+    """The matrix is invalid; `problems` lists every `path: problem: fix` line."""
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("images/matrix.yaml is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
-class _Fields:
-    """Reads typed fields of one mapping, recording a problem (and returning None) on error."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ProfileDoc:
+    """One profile as written (its name is the key above it)."""
 
-    def __init__(self, path: str, data: object, problems: list[str], known: tuple[str, ...]) -> None:
-        self.path = path
-        self.problems = problems
-        self.data: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
-        if not isinstance(data, Mapping):
-            self.fail("", f"must be a mapping, got {type(data).__name__}")
-            return
-        for key in self.data:
-            if key not in known:
-                self.fail(str(key), f"unknown field; known fields are {', '.join(known)}")
-
-    def where(self, key: str) -> str:
-        return f"{self.path}.{key}" if key else self.path
-
-    def fail(self, key: str, message: str) -> None:
-        self.problems.append(f"{self.where(key)}: {message}")
-
-    def has(self, key: str) -> bool:
-        return key in self.data and self.data[key] is not None
-
-    def text(self, key: str, *, pattern: re.Pattern[str] | None = None, hint: str = "") -> str | None:
-        if key not in self.data or self.data[key] is None:
-            self.fail(key, f"is required{'; ' + hint if hint else ''}")
-            return None
-        value = self.data[key]
-        if not isinstance(value, str):
-            self.fail(
-                key, f"must be a quoted string, got {type(value).__name__} {value!r}; write it in quotes"
-            )
-            return None
-        if pattern is not None and not pattern.match(value):
-            self.fail(key, f"{value!r} is malformed{'; ' + hint if hint else ''}")
-            return None
-        return value
-
-    def optional_text(
-        self, key: str, *, pattern: re.Pattern[str] | None = None, hint: str = ""
-    ) -> str | None:
-        return self.text(key, pattern=pattern, hint=hint) if self.has(key) else None
-
-    def flag(self, key: str) -> bool:
-        value = self.data.get(key, False)
-        if not isinstance(value, bool):
-            self.fail(key, f"must be true or false, got {value!r}")
-            return False
-        return value
-
-
-def _base_image(path: str, data: object, problems: list[str]) -> BaseImage | None:
-    f = _Fields(path, data, problems, ("image", "digest", "source"))
-    image = f.text(
-        "image", pattern=IMAGE_TAG_RE, hint="write repository:tag, e.g. nvidia/cuda:13.0.3-base-ubuntu24.04"
+    description: str = spec_field("Who the profile is for.")
+    default: bool = spec_field("The profile a runtime gets when it names none.", default=False)
+    release: bool = spec_field("Published; false for a profile of the local cluster only.", default=True)
+    os: Literal["ubuntu24.04", "ubuntu22.04", "debian12"] = spec_field("The OS of the base image.")
+    cuda: str | None = spec_field(
+        "The base image's CUDA version; absent for a CPU profile.",
+        default=None,
+        fmt=Format(RELEASE.pattern, "the base image's CUDA version major.minor.patch", "13.0.3"),
     )
-    if image is not None and "@" in image:
-        f.fail("image", "must not carry a digest; put it in the digest field")
-        image = None
-    digest = f.text(
-        "digest",
-        pattern=DIGEST_RE,
-        hint="write sha256: and 64 lowercase hex digits; refresh it with images/build.sh --resolve",
+    python: str = spec_field("The Python of the image.", fmt=PYTHON)
+    base: Mapping[str, Any] = spec_field("image, digest and source; or debootstrap: (read by _base).")
+    os_packages: tuple[str, ...] = spec_field(
+        "OS packages that float with the archive ([] for none).", json="os_packages", fmt=DEB_PACKAGE
     )
-    source = f.text("source", hint="say where the digest was read")
-    if image is None or digest is None or source is None:
+    rdma_packages: Mapping[str, str] = spec_field(
+        "RDMA packages with their exact versions ({} for none).",
+        json="rdma_packages",
+        fmt=Format(r"^[0-9][A-Za-z0-9.+~:-]*$", "an exact version string", "50.0-2ubuntu0.2"),
+    )
+    torch: TorchPin = spec_field("The torch build.")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Debootstrap:
+    debootstrap: DebootstrapBase = spec_field("A Debian root filesystem made here.")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _MatrixDoc:
+    schema_version: int = spec_field(
+        "The file's format.", json="schema_version", minimum=SCHEMA_VERSION, maximum=SCHEMA_VERSION
+    )
+    registry: str = spec_field(
+        "Where `make images` pushes.",
+        fmt=Format(
+            r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$",
+            "host/namespace",
+            "ghcr.io/acme",
+        ),
+    )
+    image_user: ImageUser = spec_field("The non-root user of every image.", json="image_user")
+    operator: OperatorPin = spec_field("The operator image.")
+    profiles: Mapping[str, Any] = spec_field("Profile name -> its pins (each read by _profile).")
+
+
+def _parsed(cls: type[T], data: object, path: str, errors: list[FieldError]) -> T | None:
+    try:
+        return parse(cls, data, path=path)
+    except SpecError as exc:
+        errors.extend(exc.errors)
         return None
-    return BaseImage(image=image, digest=digest, source=source)
 
 
-DEBIAN_SUITES = ("bookworm", "trixie")
-DEBOOTSTRAP_VARIANTS = ("minbase", "buildd")
+def _base(raw: object, path: str, errors: list[FieldError]) -> BaseImage | DebootstrapBase | None:
+    if isinstance(raw, Mapping) and "debootstrap" in raw:
+        doc = _parsed(_Debootstrap, raw, path, errors)
+        return None if doc is None else doc.debootstrap
+    return _parsed(BaseImage, raw, path, errors)
 
 
-def _debootstrap_base(path: str, data: object, problems: list[str]) -> DebootstrapBase | None:
-    before = len(problems)
-    f = _Fields(path, data, problems, ("suite", "variant", "include", "mirror"))
-    suite = f.text("suite", hint=f"one of {', '.join(DEBIAN_SUITES)}")
-    if suite is not None and suite not in DEBIAN_SUITES:
-        f.fail("suite", f"{suite!r} is not supported; use one of {', '.join(DEBIAN_SUITES)}")
-    variant = f.text("variant", hint=f"one of {', '.join(DEBOOTSTRAP_VARIANTS)}")
-    if variant is not None and variant not in DEBOOTSTRAP_VARIANTS:
-        f.fail("variant", f"{variant!r} is not supported; use one of {', '.join(DEBOOTSTRAP_VARIANTS)}")
-    include = _package_list(f, "include")
-    mirror = f.text(
-        "mirror",
-        pattern=re.compile(r"^https?://\S+$"),
-        hint="write the archive URL apt uses on the build machine, e.g. http://deb.debian.org/debian",
-    )
-    if len(problems) > before or suite is None or variant is None or include is None or mirror is None:
-        return None
-    return DebootstrapBase(suite=suite, variant=variant, include=include, mirror=mirror)
-
-
-def _torch(path: str, data: object, problems: list[str]) -> TorchPin | None:
-    before = len(problems)
-    f = _Fields(path, data, problems, ("version", "variant", "cuda", "index_url", "nccl", "nccl_source"))
-    version = f.text("version", pattern=SEMVER3_RE, hint="write the exact release, e.g. 2.13.0")
-    variant = f.text("variant", pattern=VARIANT_RE, hint="write cpu or cu<major><minor>, e.g. cu130")
-    index_url = f.text(
-        "index_url", pattern=re.compile(r"^https://\S+$"), hint="write the https URL of the index"
-    )
-    cuda = f.optional_text("cuda", pattern=MAJOR_MINOR_RE, hint='write torch.version.cuda, e.g. "13.0"')
-    nccl = f.optional_text("nccl", pattern=SEMVER3_RE, hint="write the nvidia-nccl-cu* version, e.g. 2.29.7")
-    nccl_source = f.optional_text("nccl_source")
-    match = VARIANT_RE.match(variant or "")
-    if match is not None and variant == "cpu":
-        for key in ("cuda", "nccl", "nccl_source"):
-            if f.has(key):
-                f.fail(key, "must be absent for the cpu variant (the CPU build has no CUDA or NCCL)")
-    elif match is not None:
-        implied = f"{int(match.group(2))}.{match.group(3)}"
-        if not f.has("cuda"):
-            f.fail("cuda", f'is required for variant {variant}; write "{implied}"')
-        elif cuda is not None and cuda != implied:
-            f.fail(
-                "cuda", f"{cuda} does not match variant {variant} (which is CUDA {implied}); fix one of them"
-            )
-        for key in ("nccl", "nccl_source"):
-            if not f.has(key):
-                f.fail(
-                    key,
-                    f"is required for variant {variant}; read it from the wheel's nvidia-nccl-cu* dependency",
+def _torch_rules(torch: TorchPin) -> Iterator[FieldError]:
+    """What the torch variant says about torch's CUDA and NCCL fields."""
+    match = _VARIANT.match(torch.variant)
+    if match is None:  # cpu
+        for key, value in (("cuda", torch.cuda), ("nccl", torch.nccl), ("nccl_source", torch.nccl_source)):
+            if value is not None:
+                yield FieldError(
+                    f"torch.{key}",
+                    "must be absent for the cpu variant",
+                    "the CPU build has no CUDA or NCCL; drop it",
                 )
-    if len(problems) > before or version is None or variant is None or index_url is None:
-        return None
-    return TorchPin(
-        version=version, variant=variant, cuda=cuda, index_url=index_url, nccl=nccl, nccl_source=nccl_source
-    )
+        return
+    implied = f"{int(match.group(1))}.{match.group(2)}"
+    if torch.cuda is None:
+        yield FieldError("torch.cuda", f"is required for variant {torch.variant}", f'write "{implied}"')
+    elif torch.cuda != implied:
+        yield FieldError(
+            "torch.cuda",
+            f"{torch.cuda} does not match variant {torch.variant} (which is CUDA {implied})",
+            "fix one of them",
+        )
+    for key, value in (("nccl", torch.nccl), ("nccl_source", torch.nccl_source)):
+        if value is None:
+            yield FieldError(
+                f"torch.{key}",
+                f"is required for variant {torch.variant}",
+                "read it from the wheel's nvidia-nccl-cu* dependency",
+            )
 
 
-def _package_map(f: _Fields, key: str) -> tuple[tuple[str, str], ...] | None:
-    raw = f.data.get(key)
-    if raw is None:
-        f.fail(key, "is required (use {} for none)")
-        return None
-    if not isinstance(raw, Mapping):
-        f.fail(key, "must map each package to its exact version")
-        return None
-    pairs: list[tuple[str, str]] = []
-    for name, version in raw.items():
-        if not isinstance(name, str) or not DEB_PACKAGE_RE.match(name):
-            f.fail(f"{key}.{name}", "is not a valid package name")
-        elif not isinstance(version, str) or not DEB_VERSION_RE.match(version):
-            f.fail(f"{key}.{name}", f"needs an exact version string (got {version!r}), e.g. 50.0-2ubuntu0.2")
-        else:
-            pairs.append((name, version))
-    return tuple(pairs) if len(pairs) == len(raw) else None
-
-
-def _package_list(f: _Fields, key: str) -> tuple[str, ...] | None:
-    raw = f.data.get(key)
-    if not isinstance(raw, list) or not all(isinstance(n, str) and DEB_PACKAGE_RE.match(n) for n in raw):
-        f.fail(key, "must be a list of package names (use [] for none)")
-        return None
-    return tuple(raw)
-
-
-def _check_cuda(
-    f: _Fields, os_name: str, cuda: str | None, base: BaseImage | DebootstrapBase, torch: TorchPin
-) -> bool:
-    """The cross-field rules between the base image, its CUDA and torch's CUDA."""
-    ok = True
+def _profile_rules(doc: _ProfileDoc, base: BaseImage | DebootstrapBase) -> Iterator[FieldError]:
+    """The rules between a profile's own fields (paths relative to the profile)."""
+    yield from _torch_rules(doc.torch)
+    for name in doc.rdma_packages:
+        if not DEB_PACKAGE.matches(name):
+            yield FieldError(f"rdma_packages.{name}", "is not a Debian package name", "fix the name")
+    if doc.torch.cuda is None and doc.rdma_packages:
+        yield FieldError(
+            "rdma_packages", "must be {} for a CPU profile", "drop them: there is no NCCL to use them"
+        )
+    if doc.default and not doc.release:
+        yield FieldError(
+            "default",
+            "a profile with release: false cannot be the default",
+            "make another profile the default",
+        )
     if isinstance(base, DebootstrapBase):
         # A bare Debian root filesystem: no CUDA of its own, so torch's wheels (which bring their
         # CUDA libraries) run on the CPU here; such a profile is for the development cluster.
-        if cuda is not None:
-            f.fail("cuda", "must be absent for a debootstrap base (it ships no CUDA); drop it")
-            ok = False
-        if os_name != "debian12":
-            f.fail("os", f"a debootstrap base is Debian; write debian12, not {os_name!r}")
-            ok = False
-        return ok
+        if doc.release:
+            yield FieldError(
+                "release",
+                "must be false for a debootstrap base",
+                "such an image is built for the local cluster only; set release: false",
+            )
+        if doc.cuda is not None:
+            yield FieldError("cuda", "must be absent for a debootstrap base (it ships no CUDA)", "drop it")
+        if doc.os != "debian12":
+            yield FieldError("os", f"a debootstrap base is Debian, not {doc.os!r}", "write debian12")
+
+
+def _cuda_rules(doc: _ProfileDoc, base: BaseImage) -> Iterator[FieldError]:
+    """The rules between the base image, its CUDA and torch's CUDA."""
+    cuda, torch = doc.cuda, doc.torch
     repo, _, tag = base.image.partition(":")
     if torch.cuda is None:
         if cuda is not None:
-            f.fail(
-                "cuda", f"is set, but torch variant {torch.variant} has no CUDA; drop it or use a cu* torch"
+            yield FieldError(
+                "cuda", f"is set, but torch variant {torch.variant} has no CUDA", "drop it or use a cu* torch"
             )
-            ok = False
         if repo == "nvidia/cuda":
-            f.fail("base.image", "a CPU profile must not start from nvidia/cuda; use a python slim image")
-            ok = False
-        return ok
+            yield FieldError(
+                "base.image", "a CPU profile must not start from nvidia/cuda", "use a python slim image"
+            )
+        return
     if cuda is None:
-        f.fail(
+        yield FieldError(
             "cuda",
-            f'is required because torch variant {torch.variant} is a CUDA build; write e.g. "{torch.cuda}.0"',
+            f"is required because torch variant {torch.variant} is a CUDA build",
+            f'write e.g. "{torch.cuda}.0"',
         )
-        return False
+        return
     if repo != "nvidia/cuda":
-        f.fail(
-            "base.image", f"{base.image} is not an nvidia/cuda image; a CUDA profile starts from nvidia/cuda"
+        yield FieldError(
+            "base.image",
+            f"{base.image} is not an nvidia/cuda image",
+            "a CUDA profile starts from nvidia/cuda",
         )
-        return False
-    expected_tag = f"{cuda}-base-{os_name}"
+        return
+    expected_tag = f"{cuda}-base-{doc.os}"
     if tag != expected_tag:
         flavour = tag.split("-")[1] if tag.count("-") >= 2 else tag
         why = (
@@ -255,159 +218,100 @@ def _check_cuda(
             if flavour in ("runtime", "devel", "cudnn")
             else ""
         )
-        f.fail("base.image", f"tag {tag!r} should be {expected_tag!r} ({why}it must match cuda and os)")
-        ok = False
+        yield FieldError(
+            "base.image", f"tag {tag!r} should be {expected_tag!r}", f"{why}it must match cuda and os"
+        )
     base_major, base_minor = (int(x) for x in cuda.split(".")[:2])
     torch_major, torch_minor = (int(x) for x in torch.cuda.split("."))
     if torch_major != base_major:
-        f.fail(
+        yield FieldError(
             "torch.cuda",
-            f"torch CUDA {torch.cuda} does not match the base image CUDA {cuda} (major {torch_major} != {base_major}); "
+            f"torch CUDA {torch.cuda} does not match the base image CUDA {cuda} (major {torch_major} != {base_major})",
             f"use a torch build for CUDA {base_major} or an nvidia/cuda:{torch.cuda}.x base",
         )
-        ok = False
     elif torch_minor > base_minor:
-        f.fail(
+        yield FieldError(
             "torch.cuda",
             f"torch CUDA {torch.cuda} is newer than the base image CUDA {cuda}; the base image's driver "
-            f"requirement would admit nodes too old for torch; raise cuda to {torch.cuda}.x or pick an older torch build",
+            "requirement would admit nodes too old for torch",
+            f"raise cuda to {torch.cuda}.x or pick an older torch build",
         )
-        ok = False
-    return ok
 
 
-def _profile(name: object, data: object, problems: list[str]) -> Profile | None:
+def _profile(name: object, body: object, errors: list[FieldError]) -> Profile | None:
     path = f"profiles.{name}"
-    if not isinstance(name, str) or not DNS_LABEL_RE.match(name):
-        problems.append(f"{path}: the profile name must be a DNS-1123 label (it names a HyperFrameRuntime)")
-        return None
-    before = len(problems)
-    f = _Fields(
-        path,
-        data,
-        problems,
-        (
-            "description",
-            "default",
-            "release",
-            "os",
-            "cuda",
-            "python",
-            "base",
-            "os_packages",
-            "rdma_packages",
-            "torch",
-        ),
-    )
-    description = f.text("description", hint="say who the profile is for")
-    default = f.flag("default")
-    release = f.flag("release") if f.has("release") else True
-    os_name = f.text("os", hint=f"one of {', '.join(SUPPORTED_OS)}")
-    if os_name is not None and os_name not in SUPPORTED_OS:
-        f.fail("os", f"{os_name!r} is not supported; use one of {', '.join(SUPPORTED_OS)}")
-    cuda = f.optional_text("cuda", pattern=SEMVER3_RE, hint="write the base image CUDA version, e.g. 13.0.3")
-    python = f.text("python", pattern=MAJOR_MINOR_RE, hint='write major.minor in quotes, e.g. "3.12"')
-    base: BaseImage | DebootstrapBase | None = None
-    torch = None
-    raw_base = f.data.get("base")
-    if isinstance(raw_base, Mapping) and "debootstrap" in raw_base:
-        if len(raw_base) != 1:
-            f.fail("base", "a debootstrap base has only the debootstrap: mapping (no image or digest)")
-        base = _debootstrap_base(f"{path}.base.debootstrap", raw_base["debootstrap"], problems)
-        if base is not None and release:
-            f.fail(
-                "release",
-                "must be false for a debootstrap base: such an image is built for the local cluster only",
+    if not isinstance(name, str) or not _DNS_LABEL.match(name):
+        errors.append(
+            FieldError(
+                path, "the profile name is not a DNS-1123 label", "rename it: it names a HyperFrameRuntime"
             )
-    elif "base" in f.data:
-        base = _base_image(f"{path}.base", f.data["base"], problems)
-    else:
-        f.fail("base", "is required: the upstream image and its digest")
-    if "torch" in f.data:
-        torch = _torch(f"{path}.torch", f.data["torch"], problems)
-    else:
-        f.fail("torch", "is required: version, variant, index_url (and cuda, nccl for CUDA builds)")
-    os_packages = _package_list(f, "os_packages")
-    rdma_packages = _package_map(f, "rdma_packages")
-    if torch is not None and torch.cuda is None and rdma_packages:
-        f.fail("rdma_packages", "must be {} for a CPU profile (there is no NCCL to use them)")
-    if len(problems) > before:
+        )
         return None
-    assert description is not None and os_name is not None and python is not None
-    assert base is not None and torch is not None and os_packages is not None and rdma_packages is not None
-    if not _check_cuda(f, os_name, cuda, base, torch):
+    before = len(errors)
+    doc = _parsed(_ProfileDoc, body, path, errors)
+    raw_base = body.get("base") if isinstance(body, Mapping) else None
+    base = _base(raw_base, f"{path}.base", errors) if isinstance(raw_base, Mapping) else None
+    if doc is None or base is None:
+        return None
+    rules = list(_profile_rules(doc, base))
+    if not rules and isinstance(base, BaseImage):
+        rules = list(_cuda_rules(doc, base))
+    errors.extend(FieldError(f"{path}.{e.path}", e.problem, e.fix) for e in rules)
+    if len(errors) > before:
         return None
     return Profile(
         name=name,
-        description=description,
-        default=default,
-        os=os_name,
-        cuda=cuda,
-        python=python,
+        description=doc.description,
+        default=doc.default,
+        os=doc.os,
+        cuda=doc.cuda,
+        python=doc.python,
         base=base,
-        os_packages=os_packages,
-        rdma_packages=rdma_packages,
-        torch=torch,
-        release=release,
+        os_packages=doc.os_packages,
+        rdma_packages=tuple(doc.rdma_packages.items()),
+        torch=doc.torch,
+        release=doc.release,
     )
 
 
-def parse_matrix(data: object, *, version: str) -> Matrix:
-    """Validate the loaded YAML of the matrix; `version` is the `hyperframe` package version."""
-    problems: list[str] = []
-    top = _Fields(
-        "matrix", data, problems, ("schema_version", "registry", "image_user", "operator", "profiles")
-    )
-    if top.data.get("schema_version") != SCHEMA_VERSION:
-        top.fail("schema_version", f"must be {SCHEMA_VERSION}")
-    registry = top.text("registry", pattern=REGISTRY_RE, hint="write host/namespace, e.g. ghcr.io/acme")
-    user_f = _Fields("image_user", top.data.get("image_user"), problems, ("name", "uid"))
-    user_name = user_f.text("name", pattern=re.compile(r"^[a-z_][a-z0-9_-]{0,31}$"), hint="a POSIX user name")
-    uid = user_f.data.get("uid")
-    if not isinstance(uid, int) or isinstance(uid, bool) or not 1000 <= uid <= 65533:
-        user_f.fail("uid", f"must be an integer in 1000..65533 (a non-root, non-system uid), got {uid!r}")
-        uid = None
-    op_f = _Fields("operator", top.data.get("operator"), problems, ("python", "base"))
-    op_python = op_f.text("python", pattern=MAJOR_MINOR_RE, hint='write major.minor in quotes, e.g. "3.12"')
-    op_base = _base_image("operator.base", op_f.data.get("base"), problems)
-
-    raw_profiles = top.data.get("profiles")
-    profiles: list[Profile] = []
-    if not isinstance(raw_profiles, Mapping) or not raw_profiles:
-        top.fail("profiles", "must map at least one profile name to its pins")
-        raw_profiles = {}
-    for name, body in raw_profiles.items():
-        profile = _profile(name, body, problems)
-        if profile is not None:
-            profiles.append(profile)
-
-    for p in profiles:
-        if p.default and not p.release:
-            problems.append(f"profiles.{p.name}.default: a profile with release: false cannot be the default")
+def _across_profiles(profiles: list[Profile], complete: bool) -> Iterator[FieldError]:
+    """One default (when every profile parsed), and one framework image tag per profile."""
     defaults = [p.name for p in profiles if p.default]
-    if len(profiles) == len(raw_profiles) and len(defaults) != 1:
-        top.fail(
+    if complete and len(defaults) != 1:
+        yield FieldError(
             "profiles",
             f"exactly one profile must have default: true, found {len(defaults)} ({', '.join(defaults)})",
+            "set default: true on one profile only",
         )
     seen: dict[tuple[str, str, str], str] = {}
     for p in profiles:
         key = (p.torch.version, p.torch.variant, p.python)
         if key in seen:
-            problems.append(
-                f"profiles.{p.name}.torch: same torch {p.torch.local_version} and python {p.python} as profile "
-                f"{seen[key]}, so both would get the same framework image tag; merge or change one"
+            yield FieldError(
+                f"profiles.{p.name}.torch",
+                f"same torch {p.torch.local_version} and python {p.python} as profile {seen[key]}, so both "
+                "would get the same framework image tag",
+                "merge or change one",
             )
         seen[key] = p.name
 
-    if problems:
-        raise MatrixError(problems)
-    assert registry is not None and user_name is not None and uid is not None
-    assert op_python is not None and op_base is not None
+
+def parse_matrix(data: object, *, version: str) -> Matrix:
+    """Validate the loaded YAML of the matrix; `version` is the `hyperframe` package version."""
+    errors: list[FieldError] = []
+    top = _parsed(_MatrixDoc, data, "", errors)
+    raw = data.get("profiles") if isinstance(data, Mapping) else None
+    raw_profiles: Mapping[Any, Any] = raw if isinstance(raw, Mapping) else {}
+    if top is not None and not raw_profiles:
+        errors.append(FieldError("profiles", "is empty", "map at least one profile name to its pins"))
+    profiles = [p for name, body in raw_profiles.items() if (p := _profile(name, body, errors)) is not None]
+    errors.extend(_across_profiles(profiles, complete=0 < len(profiles) == len(raw_profiles)))
+    if errors or top is None:
+        raise MatrixError([str(e) for e in errors])
     return Matrix(
         version=version,
-        registry=registry,
-        image_user=ImageUser(name=user_name, uid=uid),
-        operator=OperatorPin(python=op_python, base=op_base),
+        registry=top.registry,
+        image_user=top.image_user,
+        operator=top.operator,
         profiles=tuple(profiles),
     )
