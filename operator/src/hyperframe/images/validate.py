@@ -164,8 +164,8 @@ def _profile_rules(doc: _ProfileDoc, base: BaseImage | DebootstrapBase) -> Itera
     if doc.default and not doc.release:
         yield FieldError(
             "default",
-            "a profile with release: false cannot be the default",
-            "make another profile the default",
+            "a profile that is not released cannot be the default",
+            "make another profile the default or set release: true",
         )
     if isinstance(base, DebootstrapBase):
         # A bare Debian root filesystem: no CUDA of its own, so torch's wheels (which bring their
@@ -241,11 +241,7 @@ def _cuda_rules(doc: _ProfileDoc, base: BaseImage) -> Iterator[FieldError]:
 def _profile(name: object, body: object, errors: list[FieldError]) -> Profile | None:
     path = f"profiles.{name}"
     if not isinstance(name, str) or not _DNS_LABEL.match(name):
-        errors.append(
-            FieldError(
-                path, "the profile name is not a DNS-1123 label", "rename it: it names a HyperFrameRuntime"
-            )
-        )
+        errors.append(FieldError(path, "is not a DNS-1123 label", "rename it: it names a HyperFrameRuntime"))
         return None
     before = len(errors)
     doc = _parsed(_ProfileDoc, body, path, errors)
@@ -280,7 +276,7 @@ def _across_profiles(profiles: list[Profile], complete: bool) -> Iterator[FieldE
     if complete and len(defaults) != 1:
         yield FieldError(
             "profiles",
-            f"exactly one profile must have default: true, found {len(defaults)} ({', '.join(defaults)})",
+            f"exactly one profile must be the default, found {len(defaults)} ({', '.join(defaults)})",
             "set default: true on one profile only",
         )
     seen: dict[tuple[str, str, str], str] = {}
