@@ -276,3 +276,7 @@ def test_every_shipped_problem_line_has_a_path_a_problem_and_a_fix(raw: dict[str
         for line in problems_of(data):
             path, problem, fix = line.split(": ", 2) if line.count(": ") >= 2 else (line, "", "")
             assert path and problem and fix and " " not in path and not fix.startswith(" "), f"{case}: {line}"
+
+
+def test_a_matrix_that_is_not_a_mapping_is_named_as_a_whole() -> None:
+    assert problems_of(["profiles"]) == ["expected an object, got a list: write a mapping of fields"]  # type: ignore[arg-type]

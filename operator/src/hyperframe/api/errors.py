@@ -24,7 +24,8 @@ class FieldError:
     """What to change to make it right."""
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.problem}: {self.fix}"
+        where = f"{self.path}: " if self.path else ""  # "" is the whole object
+        return f"{where}{self.problem}: {self.fix}"
 
 
 class SpecError(ValueError):

@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from hyperframe.api.codec import parse
+from hyperframe.api.errors import FieldError, SpecError
+from hyperframe.api.fields import spec_field
 from hyperframe.images.matrix import DIGEST
 from hyperframe.images.validate import MatrixError
 
@@ -37,28 +41,29 @@ _HEADER = (
 )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Published:
+    images: Mapping[str, str] = spec_field("Tag reference -> the digest pushed.", fmt=DIGEST)
+
+
 def load_published(root: Path) -> dict[str, str]:
     """tag reference -> digest; {} when nothing was pushed yet."""
     path = root / PUBLISHED_FILE
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    images = data.get("images") if isinstance(data, Mapping) else None
-    if not isinstance(images, Mapping):
-        raise MatrixError([f"{PUBLISHED_FILE}: must have an `images` mapping of tag -> digest"])
-    problems = [
-        f"{PUBLISHED_FILE}: images.{ref}: {digest!r} is not sha256:<64 hex>"
-        for ref, digest in images.items()
-        if not isinstance(digest, str) or not DIGEST.matches(digest)
-    ]
-    problems += [
-        f"{PUBLISHED_FILE}: images.{ref}: not a repository:tag reference"
+    errors: list[FieldError] = []
+    try:
+        images = parse(_Published, yaml.safe_load(path.read_text(encoding="utf-8")) or {}, path="").images
+    except SpecError as exc:
+        errors, images = exc.errors, {}
+    errors += [
+        FieldError(f"images.{ref}", "is not a repository:tag reference", "fix the key")
         for ref in images
-        if not _REF_RE.match(str(ref))
+        if not _REF_RE.match(ref)
     ]
-    if problems:
-        raise MatrixError(problems)
-    return {str(k): str(v) for k, v in images.items()}
+    if errors:
+        raise MatrixError([f"{PUBLISHED_FILE}: {e}" for e in errors])
+    return dict(images)
 
 
 def render_published(images: Mapping[str, str]) -> str:
