@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
-from hyperframe.api.codec import parse
+from hyperframe.api.codec import check, parse
+from hyperframe.api.errors import FieldError, SpecError
+from hyperframe.api.fields import value_rules
 
 __all__ = [
     "POLICIES",
@@ -36,6 +39,11 @@ LrSchedule = Literal["constant", "cosine", "linear"]
 Precision = Literal["auto", "fp32", "bf16"]
 
 _JOB_ID_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+# Value rules of single fields, applied by the codec (on parse and on construction: check).
+_AT_LEAST_0: Final = value_rules(minimum=0)
+_AT_LEAST_1: Final = value_rules(minimum=1)
+_FRACTION: Final = value_rules(minimum=0, maximum=1, exclusive_maximum=True)
 
 # Policies whose orders need exactly this many stages per rank.
 _FIXED_STAGES_PER_RANK: Final[dict[str, int]] = {"gpipe": 1, "1f1b": 1, "interleaved1f1b": 2, "zbv": 2}
@@ -60,39 +68,39 @@ class TrainConfig:
     model_args: dict[str, Any] = field(default_factory=dict)
     """Free-form JSON object for a user factory (``entrypoint.module.args`` of the job): the factory
     reads it as ``config.model_args``. Ignored by the built-in GPT."""
-    vocab_size: int = 256
+    vocab_size: int = field(default=256, metadata=_AT_LEAST_1)
     """Token vocabulary of the built-in GPT and of its synthetic data."""
-    seq_len: int = 32
+    seq_len: int = field(default=32, metadata=_AT_LEAST_1)
     """Tokens per sample."""
-    d_model: int = 64
+    d_model: int = field(default=64, metadata=_AT_LEAST_1)
     """Hidden width of the built-in GPT; a multiple of ``n_heads``."""
-    n_heads: int = 4
+    n_heads: int = field(default=4, metadata=_AT_LEAST_1)
     """Attention heads per block."""
-    n_layers: int = 4
+    n_layers: int = field(default=4, metadata=_AT_LEAST_1)
     """Transformer blocks, at least one per pipeline stage; split as evenly as they go over the
     stages or by measured costs (``layer_split``)."""
 
     # ---- parallel layout ----------------------------------------------------------------------------
-    pipeline: int = 1
+    pipeline: int = field(default=1, metadata=_AT_LEAST_1)
     """Pipeline-parallel degree (ranks per pipeline)."""
-    data: int = 1
+    data: int = field(default=1, metadata=_AT_LEAST_1)
     """Data-parallel degree (pipeline replicas). ``pipeline * data`` must equal WORLD_SIZE."""
     policy: Policy = "hyperframe"
     """Schedule policy: ``hyperframe`` (cost-model planner), or torch's ``gpipe``, ``1f1b``,
     ``interleaved1f1b`` or ``zbv`` orders, all run by the same executor."""
-    stages_per_rank: int = 0
+    stages_per_rank: int = field(default=0, metadata=_AT_LEAST_0)
     """Model stages per rank; 0 = the policy's default. gpipe and 1f1b need 1, interleaved1f1b 2
     (looped placement), zbv 2 (V-shape). hyperframe takes 1 (one stage per rank) or 2 (V-shape,
     the default)."""
 
     # ---- frames -------------------------------------------------------------------------------------
-    microbatches_per_frame: int = 8
+    microbatches_per_frame: int = field(default=8, metadata=_AT_LEAST_1)
     """Micro-batches per frame; one frame is one optimizer step."""
-    micro_batch_size: int = 2
+    micro_batch_size: int = field(default=2, metadata=_AT_LEAST_1)
     """Samples per micro-batch (per data-parallel replica)."""
-    frames: int = 10
+    frames: int = field(default=10, metadata=_AT_LEAST_1)
     """Frames (optimizer steps) to run in total, counting those done before a resume."""
-    replan_every: int = 0
+    replan_every: int = field(default=0, metadata=_AT_LEAST_0)
     """hyperframe: 0 runs the unit-cost plan throughout; K > 0 measures the candidate schedules in
     the first frames, keeps the fastest and re-plans when measured costs drift, at most once every
     K frames (``pipeline.selection``)."""
@@ -108,15 +116,15 @@ class TrainConfig:
     ``measured`` where the hyperframe policy measures its schedules (``replan_every`` > 0) on a
     pipeline of two or more ranks and the model has the per-layer hook, ``even`` otherwise
     (:meth:`measures_layer_split`)."""
-    memory_limit: int = 0
+    memory_limit: int = field(default=0, metadata=_AT_LEAST_0)
     """Planner's activation budget per rank, in micro-batch activations of the placement's heaviest
     stage (a rank holding 2 stages with one micro-batch in flight on each uses at most 2); 0 = 1F1B's
     peak. Once the stages' bytes are measured the budget is this many heaviest-stage bytes
     (``pipeline.memory``). Set at most one of ``memory_limit`` and ``memory_limit_bytes``."""
-    memory_limit_bytes: int = 0
+    memory_limit_bytes: int = field(default=0, metadata=_AT_LEAST_0)
     """Planner's activation budget per rank in bytes, against each stage's measured activation bytes
     per micro-batch; 0 = 1F1B's peak. Applies from the first plan made from measured costs."""
-    planner_time_budget_s: float = 0.2
+    planner_time_budget_s: float = field(default=0.2, metadata=_AT_LEAST_0)
     """Seconds the planner may spend improving an order."""
 
     # ---- data (docs/runtime.md "Your data"; ``hyperframe_runtime.data``) ---------------------------
@@ -128,10 +136,10 @@ class TrainConfig:
     data_factory: str = ""
     """``"package.module:function"``: ``function(config)`` returns a map-style
     ``torch.utils.data.Dataset`` whose items are ``(inputs, targets)`` tensors; "" = none."""
-    data_workers: int = 0
+    data_workers: int = field(default=0, metadata=_AT_LEAST_0)
     """DataLoader worker processes per rank reading ahead (``data_shards``/``data_factory``);
     0 reads in the training process, inside the frame."""
-    data_prefetch: int = 2
+    data_prefetch: int = field(default=2, metadata=_AT_LEAST_1)
     """Micro-batches each worker keeps in flight (DataLoader ``prefetch_factor``)."""
 
     # ---- checkpoints and observability ------------------------------------------------------------
@@ -139,9 +147,9 @@ class TrainConfig:
     """Directory for ``torch.distributed.checkpoint`` snapshots; "" = no checkpoints. The snapshots
     live in its sub-folder ``job_id`` (or in it directly when ``job_id`` is ""), and a run resumes
     from the newest complete snapshot found there (``pipeline.checkpoint``)."""
-    checkpoint_every: int = 0
+    checkpoint_every: int = field(default=0, metadata=_AT_LEAST_0)
     """Save a snapshot every this many frames (and after the last); 0 = only after the last frame."""
-    checkpoint_keep: int = 3
+    checkpoint_keep: int = field(default=3, metadata=_AT_LEAST_0)
     """Complete snapshots to keep: after each save the older complete ones are deleted (the newest
     complete one and incomplete ones never are); 0 keeps them all."""
     job_id: str = ""
@@ -159,23 +167,23 @@ class TrainConfig:
     optimizer: Optimizer = "adamw"
     """``adamw`` (``torch.optim.AdamW`` with ``betas`` and decoupled ``weight_decay``) or ``sgd``
     (``torch.optim.SGD`` with ``momentum`` and ``weight_decay``)."""
-    lr: float = 1e-3
+    lr: float = field(default=1e-3, metadata=value_rules(minimum=0, exclusive_minimum=True))
     """Peak learning rate: the rate after warmup (and throughout with the ``constant`` schedule)."""
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[float, float] = field(default=(0.9, 0.999), metadata=_FRACTION)
     """AdamW's moment decay rates, each in [0, 1)."""
-    momentum: float = 0.0
+    momentum: float = field(default=0.0, metadata=_FRACTION)
     """SGD momentum, in [0, 1)."""
-    weight_decay: float = 0.01
+    weight_decay: float = field(default=0.01, metadata=_AT_LEAST_0)
     """Weight decay (AdamW: decoupled), >= 0."""
     lr_schedule: LrSchedule = "constant"
     """After warmup: ``constant`` (``lr``), or ``cosine`` / ``linear`` decay from ``lr`` to
     ``min_lr`` at the last frame (``frames``)."""
-    warmup_frames: int = 0
+    warmup_frames: int = field(default=0, metadata=_AT_LEAST_0)
     """Frames of linear warmup: frame ``i`` (0-based) of the warmup steps with ``lr * (i + 1) /
     warmup_frames``. At most ``frames``."""
-    min_lr: float = 0.0
+    min_lr: float = field(default=0.0, metadata=_AT_LEAST_0)
     """Learning rate the decay ends at; at most ``lr``."""
-    grad_clip_norm: float = 0.0
+    grad_clip_norm: float = field(default=0.0, metadata=_AT_LEAST_0)
     """Clip the gradients to this global L2 norm (over every parameter of every pipeline stage, after
     the data-parallel average) before each step; 0 = no clipping."""
     activation_checkpointing: bool = False
@@ -191,105 +199,92 @@ class TrainConfig:
     """torch.distributed backend; "" = ``nccl`` on cuda, ``gloo`` on cpu."""
 
     def __post_init__(self) -> None:
-        _check_positive(self, "vocab_size", "seq_len", "d_model", "n_heads", "n_layers")
-        _check_positive(self, "pipeline", "data", "microbatches_per_frame", "micro_batch_size", "frames")
-        _check_non_negative(self, "stages_per_rank", "replan_every", "checkpoint_every")
-        _check_non_negative(self, "memory_limit", "memory_limit_bytes")
-        _check_non_negative(self, "data_workers")
-        _check_positive(self, "data_prefetch")
+        errors = check(self)  # the value rules of each field
+        errors += [] if errors else list(self._rules())
+        if errors:
+            raise SpecError(errors)
+
+    def _rules(self) -> Iterator[FieldError]:
+        """The rules between fields (and the field rules the declared ones cannot say)."""
         if self.data_shards and self.data_factory:
-            raise ValueError("data_factory: set together with data_shards; keep one of them")
+            yield FieldError("data_factory", "set together with data_shards", "keep one of them")
         if self.data_factory and ":" not in self.data_factory:
-            raise ValueError(f"data_factory: {self.data_factory!r} must be 'package.module:function'")
-        _check_non_negative(self, "checkpoint_keep")
+            yield FieldError(
+                "data_factory", f"{self.data_factory!r} is not 'package.module:function'", "name the function"
+            )
         if self.job_id in (".", "..") or not _JOB_ID_CHARS.issuperset(self.job_id):
-            raise ValueError(
-                f"job_id: {self.job_id!r} must be one folder name of letters, digits, '.', '_' and '-' "
-                "(the launcher uses <job name>-<job uid>)"
+            yield FieldError(
+                "job_id",
+                f"{self.job_id!r} is not one folder name of letters, digits, '.', '_' and '-'",
+                "the launcher uses <job name>-<job uid>",
             )
-        if self.policy not in POLICIES:
-            raise ValueError(f"policy: {self.policy!r} is not one of {', '.join(POLICIES)}")
-        if self.device not in get_args(Device):
-            raise ValueError(f"device: {self.device!r} must be 'cpu' or 'cuda'")
-        if self.backend not in get_args(Backend):
-            raise ValueError(f"backend: {self.backend!r} must be 'gloo', 'nccl' or '' (auto)")
         if self.device == "cpu" and self.backend == "nccl":
-            raise ValueError("backend: 'nccl' needs device 'cuda'; use 'gloo' (or '') with device 'cpu'")
+            yield FieldError("backend", "'nccl' needs device 'cuda'", "use 'gloo' (or '') with device 'cpu'")
         if self.model != "gpt" and ":" not in self.model:
-            raise ValueError(f"model: {self.model!r} must be 'gpt' or 'package.module:function'")
+            yield FieldError(
+                "model", f"{self.model!r} is not 'gpt' or 'package.module:function'", "name one of them"
+            )
         if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model: {self.d_model} is not a multiple of n_heads ({self.n_heads}); "
-                "pick d_model divisible by n_heads"
+            yield FieldError(
+                "d_model",
+                f"{self.d_model} is not a multiple of n_heads ({self.n_heads})",
+                "pick d_model divisible by n_heads",
             )
-        self._check_recipe()
         if self.memory_limit and self.memory_limit_bytes:
-            raise ValueError(
-                "memory_limit_bytes: set together with memory_limit; keep one (memory_limit_bytes "
-                "for a budget in bytes) and set the other to 0"
+            yield FieldError(
+                "memory_limit_bytes",
+                "set together with memory_limit",
+                "keep one (memory_limit_bytes for a budget in bytes) and set the other to 0",
             )
-        if self.planner_time_budget_s < 0:
-            raise ValueError(f"planner_time_budget_s: {self.planner_time_budget_s} must be >= 0")
         fixed = _FIXED_STAGES_PER_RANK.get(self.policy)
-        if self.stages_per_rank and fixed is not None and self.stages_per_rank != fixed:
-            raise ValueError(
-                f"stages_per_rank: policy {self.policy!r} needs {fixed} stage(s) per rank, "
-                f"got {self.stages_per_rank}; set it to {fixed} or 0 (auto)"
+        stages_ok = fixed is None or self.stages_per_rank in (0, fixed)
+        if not stages_ok:
+            yield FieldError(
+                "stages_per_rank",
+                f"policy {self.policy!r} needs {fixed} stage(s) per rank, got {self.stages_per_rank}",
+                f"set it to {fixed} or 0 (auto)",
             )
-        if self.policy == "hyperframe" and self.stages_per_rank not in (0, 1, 2):
-            raise ValueError(
-                f"stages_per_rank: hyperframe places 1 stage per rank or 2 in a V, got {self.stages_per_rank}"
+        if fixed is None and self.stages_per_rank not in (0, 1, 2):  # hyperframe
+            yield FieldError(
+                "stages_per_rank",
+                f"hyperframe places 1 stage per rank or 2 in a V, got {self.stages_per_rank}",
+                "set it to 1, 2 or 0 (auto)",
+            )
+        elif stages_ok and self.model == "gpt" and self.n_layers < self.num_stages:
+            yield FieldError(
+                "n_layers",
+                f"{self.n_layers} blocks cannot fill pipeline ({self.pipeline}) x stages_per_rank "
+                f"({self.effective_stages_per_rank}) = {self.num_stages} stages",
+                f"use at least {self.num_stages} (one block per stage)",
             )
         if self.policy == "interleaved1f1b" and self.microbatches_per_frame % self.pipeline:
-            raise ValueError(
-                f"microbatches_per_frame: interleaved1f1b needs a multiple of pipeline "
-                f"({self.pipeline}), got {self.microbatches_per_frame}"
+            yield FieldError(
+                "microbatches_per_frame",
+                f"interleaved1f1b needs a multiple of pipeline ({self.pipeline}), got {self.microbatches_per_frame}",
+                f"use a multiple of {self.pipeline}",
             )
-        if self.model == "gpt" and self.n_layers < self.num_stages:
-            raise ValueError(
-                f"n_layers: {self.n_layers} blocks cannot fill pipeline ({self.pipeline}) x "
-                f"stages_per_rank ({self.effective_stages_per_rank}) = {self.num_stages} stages; "
-                f"use at least {self.num_stages} (one block per stage)"
-            )
-        if self.layer_split not in get_args(LayerSplit):
-            raise ValueError(f"layer_split: {self.layer_split!r} must be 'auto', 'even' or 'measured'")
         if self.layer_split == "measured" and self.policy == "interleaved1f1b":
-            raise ValueError(
-                "layer_split: 'measured' splits for one stage per rank or a V; interleaved1f1b's "
-                "looped placement has no partitioner: use layer_split 'even' or another policy"
+            yield FieldError(
+                "layer_split",
+                "'measured' splits for one stage per rank or a V; interleaved1f1b's looped placement has no partitioner",
+                "use layer_split 'even' or another policy",
             )
+        yield from self._recipe_rules()
 
-    def _check_recipe(self) -> None:
-        """The optimizer, schedule, clipping and precision fields (``pipeline.recipe`` runs them)."""
-        if self.optimizer not in get_args(Optimizer):
-            raise ValueError(f"optimizer: {self.optimizer!r} must be 'adamw' or 'sgd'")
-        if self.lr_schedule not in get_args(LrSchedule):
-            raise ValueError(f"lr_schedule: {self.lr_schedule!r} must be 'constant', 'cosine' or 'linear'")
-        if self.precision not in get_args(Precision):
-            raise ValueError(f"precision: {self.precision!r} must be 'auto', 'fp32' or 'bf16'")
-        if not self.lr > 0:
-            raise ValueError(f"lr: {self.lr} must be > 0; set a positive learning rate, e.g. 3e-4")
-        if not 0 <= self.min_lr <= self.lr:
-            raise ValueError(f"min_lr: {self.min_lr} must be in [0, lr ({self.lr})]; lower it or raise lr")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            raise ValueError(f"betas: {list(self.betas)} must be two numbers in [0, 1), e.g. [0.9, 0.95]")
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"momentum: {self.momentum} must be in [0, 1)")
-        if self.weight_decay < 0:
-            raise ValueError(f"weight_decay: {self.weight_decay} must be >= 0")
-        if self.grad_clip_norm < 0:
-            raise ValueError(f"grad_clip_norm: {self.grad_clip_norm} must be >= 0 (0 = no clipping)")
-        if self.warmup_frames < 0 or self.warmup_frames > self.frames:
-            raise ValueError(
-                f"warmup_frames: {self.warmup_frames} must be in [0, frames ({self.frames})]; "
-                "shorten the warmup or train more frames"
+    def _recipe_rules(self) -> Iterator[FieldError]:
+        """The optimizer schedule and precision (``pipeline.recipe`` runs them)."""
+        if self.min_lr > self.lr:
+            yield FieldError("min_lr", f"{self.min_lr} is above lr ({self.lr})", "lower it or raise lr")
+        if self.warmup_frames > self.frames:
+            yield FieldError(
+                "warmup_frames",
+                f"{self.warmup_frames} is above frames ({self.frames})",
+                "shorten the warmup or train more frames",
             )
         if self.precision == "bf16" and self.device == "cpu":
-            raise ValueError(
-                "precision: 'bf16' autocast runs on cuda only; use 'fp32' (or 'auto') with device 'cpu'"
+            yield FieldError(
+                "precision", "'bf16' autocast runs on cuda only", "use 'fp32' (or 'auto') with device 'cpu'"
             )
-        if not isinstance(self.model_args, dict):
-            raise ValueError(f"model_args: expected a JSON object, got {type(self.model_args).__name__}")
 
     # ---- derived ------------------------------------------------------------------------------------
     @property
@@ -372,17 +367,3 @@ class TrainConfig:
     def load(cls, path: str | Path) -> TrainConfig:
         """Read a JSON file (see ``from_dict``)."""
         return cls.from_json(Path(path).read_text(encoding="utf-8"))
-
-
-def _check_positive(config: TrainConfig, *names: str) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if value < 1:
-            raise ValueError(f"{name}: {value} must be >= 1")
-
-
-def _check_non_negative(config: TrainConfig, *names: str) -> None:
-    for name in names:
-        value = getattr(config, name)
-        if value < 0:
-            raise ValueError(f"{name}: {value} must be >= 0 (0 means off/auto)")

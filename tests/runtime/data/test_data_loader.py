@@ -194,5 +194,5 @@ def test_bad_data_input_is_a_config_error(
 def test_config_takes_one_data_source() -> None:
     with pytest.raises(ValueError, match=r"^data_factory: set together with data_shards"):
         TrainConfig(data_shards="/data", data_factory="pkg.mod:make")
-    with pytest.raises(ValueError, match=r"^data_workers: -1 must be >= 0"):
+    with pytest.raises(ValueError, match=r"^data_workers: -1 is below the minimum 0: use a value >= 0"):
         TrainConfig(data_workers=-1)

@@ -136,7 +136,7 @@ def test_memory_budget_units_and_errors() -> None:
     assert memory_budget(TrainConfig(memory_limit_bytes=5000), unit) is None
     with pytest.raises(ValueError, match=r"^memory_limit_bytes: set together with memory_limit"):
         TrainConfig(memory_limit=2, memory_limit_bytes=1000)
-    with pytest.raises(ValueError, match=r"^memory_limit_bytes: -1 must be >= 0"):
+    with pytest.raises(ValueError, match=r"^memory_limit_bytes: -1 is below the minimum 0: use a value >= 0"):
         TrainConfig(memory_limit_bytes=-1)
     one = Placement.one_per_rank(2)
     with pytest.raises(ValueError, match=r"^memory_limit_bytes: 200 bytes .* raise it to at least 300"):

@@ -101,7 +101,7 @@ def test_sgd_gets_momentum_and_weight_decay() -> None:
         ({"lr": 0.0}, "lr:"),
         ({"warmup_frames": 11}, "warmup_frames:"),
         ({"min_lr": 0.01, "lr": 0.001}, "min_lr:"),
-        ({"betas": [0.9, 1.0]}, "betas:"),
+        ({"betas": [0.9, 1.0]}, "betas[1]:"),
         ({"momentum": 1.0}, "momentum:"),
         ({"grad_clip_norm": -1.0}, "grad_clip_norm:"),
         ({"precision": "bf16"}, "precision:"),

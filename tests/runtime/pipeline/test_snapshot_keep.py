@@ -64,7 +64,7 @@ def test_a_job_folder_is_the_job_id_under_the_checkpoint_dir() -> None:
 
 @pytest.mark.parametrize("bad", ["a/b", "..", "x y"])
 def test_a_job_id_must_be_one_folder_name(bad: str) -> None:
-    with pytest.raises(ValueError, match=r"job_id: .* must be one folder name"):
+    with pytest.raises(ValueError, match=r"job_id: .* is not one folder name"):
         TrainConfig(job_id=bad)
 
 

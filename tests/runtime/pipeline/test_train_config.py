@@ -39,15 +39,15 @@ def test_policy_default_stages_per_rank(policy: str, stages_per_rank: int) -> No
             "layer_split: 'measured' splits for one stage per rank or a V",
         ),
         ({"d_model": 30, "n_heads": 4}, "d_model: 30 is not a multiple of n_heads"),
-        ({"frames": 0}, "frames: 0 must be >= 1"),
+        ({"frames": 0}, "frames: 0 is below the minimum 1: use a value >= 1"),
         ({"frames": True}, "frames: expected an integer, got boolean true: use an integer"),
         ({"lr": "fast"}, 'lr: expected a number, got string "fast": use a number'),
-        ({"replan_every": -1}, "replan_every: -1 must be >= 0"),
+        ({"replan_every": -1}, "replan_every: -1 is below the minimum 0: use a value >= 0"),
         ({"policy": "zbv", "stages_per_rank": 1}, "stages_per_rank: policy 'zbv' needs 2"),
         ({"policy": "interleaved1f1b", "pipeline": 2, "microbatches_per_frame": 3}, "microbatches_per_frame"),
         ({"device": "cpu", "backend": "nccl"}, "backend: 'nccl' needs device 'cuda'"),
         ({"betas": [0.9]}, "betas: has 1 items, not 2: give exactly 2"),
-        ({"model": "mymodel"}, "model: 'mymodel' must be 'gpt' or 'package.module:function'"),
+        ({"model": "mymodel"}, "model: 'mymodel' is not 'gpt' or 'package.module:function'"),
         ({"epochs": 3}, "epochs: unknown field: remove it or fix the spelling"),
     ],
 )
@@ -85,3 +85,19 @@ def test_auto_measures_the_split_where_the_hyperframe_policy_measures(
     config = TrainConfig(**{"pipeline": 2, "n_layers": 4, **fields})  # type: ignore[arg-type]
     assert config.layer_split == fields.get("layer_split", "auto")
     assert config.measures_layer_split(has_hook) is measured
+
+
+def test_a_config_built_in_python_is_checked_like_parsed_json_every_field_at_once() -> None:
+    with pytest.raises(ValueError) as caught:
+        TrainConfig(frames=0, momentum=1.0, policy="pipedream")  # type: ignore[arg-type]
+    assert str(caught.value).splitlines() == [
+        'policy: unknown value string "pipedream": use one of hyperframe, gpipe, 1f1b, interleaved1f1b, zbv',
+        "frames: 0 is below the minimum 1: use a value >= 1",
+        "momentum: 1 is not below the maximum 1: use a value < 1",
+    ]
+    with pytest.raises(ValueError) as caught:
+        TrainConfig.from_dict({"device": "cpu", "backend": "nccl", "d_model": 30, "n_heads": 4})
+    assert str(caught.value).splitlines() == [
+        "backend: 'nccl' needs device 'cuda': use 'gloo' (or '') with device 'cpu'",
+        "d_model: 30 is not a multiple of n_heads (4): pick d_model divisible by n_heads",
+    ]

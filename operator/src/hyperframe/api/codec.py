@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Final, TypeVar, cast
 
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.fields import META_KEY, FieldMeta, field_meta, json_name
+from hyperframe.api.fields import META_KEY, RULES_KEY, FieldMeta, field_meta, json_name
 from hyperframe.api.introspect import Shape, model_fields
 
 __all__ = ["check", "dump", "expectation", "parse", "parse_lenient"]
@@ -150,8 +150,11 @@ def expectation(shape: Shape, meta: FieldMeta) -> str:
 
 
 def _meta_of(f: dataclasses.Field[Any]) -> FieldMeta:
-    """A declared field's metadata; a plain dataclass field has none (no constraints)."""
-    return field_meta(f) if META_KEY in f.metadata else _NO_META
+    """A declared field's metadata, a plain field's :func:`~hyperframe.api.fields.value_rules`, or none."""
+    if META_KEY in f.metadata:
+        return field_meta(f)
+    rules = f.metadata.get(RULES_KEY)
+    return rules if isinstance(rules, FieldMeta) else _NO_META
 
 
 def _default_of(f: dataclasses.Field[Any]) -> Any:

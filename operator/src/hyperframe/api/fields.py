@@ -29,9 +29,11 @@ __all__ = [
     "json_name",
     "rules_of",
     "spec_field",
+    "value_rules",
 ]
 
 META_KEY: Final = "hyperframe"
+RULES_KEY: Final = "hyperframe.rules"
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +214,13 @@ def spec_field(
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=md)
     return dataclasses.field(default=default, metadata=md)
+
+
+def value_rules(**rules: Any) -> dict[str, FieldMeta]:
+    """Metadata for a plain dataclass field with value rules and no doc or wire name of its own
+    (a snake_case wire format): ``field(default=1, metadata=value_rules(minimum=1))``. The codec
+    applies them as it does those of a :func:`spec_field`."""
+    return {RULES_KEY: FieldMeta(doc="", **rules)}
 
 
 def field_meta(f: dataclasses.Field[Any]) -> FieldMeta:
