@@ -156,16 +156,10 @@ class FieldMeta:
 
     def item(self) -> FieldMeta:
         """What each item of a list or map field must satisfy (the value rules, not the sizes)."""
-        return FieldMeta(
-            doc="",
-            raw_keys=self.raw_keys,
-            fmt=self.fmt,
-            max_length=self.max_length,
-            minimum=self.minimum,
-            maximum=self.maximum,
-            exclusive_minimum=self.exclusive_minimum,
-            exclusive_maximum=self.exclusive_maximum,
-        )
+        return dataclasses.replace(
+            self, doc="", json=None, immutable=False, min_length=None, min_items=None, max_items=None,
+            unique_items=False, map_keys=(),
+        )  # fmt: skip
 
 
 def spec_field(
@@ -217,9 +211,10 @@ def spec_field(
 
 
 def value_rules(**rules: Any) -> dict[str, FieldMeta]:
-    """Metadata for a plain dataclass field with value rules and no doc or wire name of its own
-    (a snake_case wire format): ``field(default=1, metadata=value_rules(minimum=1))``. The codec
-    applies them as it does those of a :func:`spec_field`."""
+    """Metadata for a plain dataclass field (its doc is its docstring, its wire name its Python
+    name unless ``json`` says otherwise) with value rules:
+    ``field(default=1, metadata=value_rules(minimum=1))``. The codec applies them as it does those
+    of a :func:`spec_field`; the CRD's schema and docs never see such a field."""
     return {RULES_KEY: FieldMeta(doc="", **rules)}
 
 
@@ -237,7 +232,8 @@ def json_name(f: dataclasses.Field[Any]) -> str:
     project's snake_case wire formats (the gate's report, the image matrix) are parsed by the
     same codec. The CRD's schema and docs accept only declared fields (:func:`field_meta`)."""
     if META_KEY not in f.metadata:
-        return f.name
+        rules = f.metadata.get(RULES_KEY)
+        return rules.json if isinstance(rules, FieldMeta) and rules.json else f.name
     meta = field_meta(f)
     if meta.json:
         return meta.json

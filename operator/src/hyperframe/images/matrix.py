@@ -1,19 +1,17 @@
 """The pin matrix as typed, immutable data, and the image references derived from it.
 
 `images/matrix.yaml` is parsed and validated by `hyperframe.images.validate`; this module holds
-the result, the rules of each field (declared with it, as the job API's fields are, and applied
-by the same codec) and the naming rules (tags, labels), so that the bake file, the runtime
+the result, the value rules of each field (declared with it, as the job API's fields are, and
+applied by the same codec) and the naming rules (tags, labels), so that the bake file, the runtime
 profiles and the docs all derive an image name the same way.
 """
 
-# ruff: noqa: RUF009  (spec_field declares a field; its default, if any, is immutable)
-
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from hyperframe.api.fields import Format, spec_field
+from hyperframe.api.fields import Format, value_rules
 
 __all__ = [
     "DIGEST",
@@ -42,17 +40,23 @@ IMAGE_TAG: Final = Format(
 )
 PYTHON: Final = Format(_MAJOR_MINOR, "major.minor in quotes", '"3.12"')
 DEB_PACKAGE: Final = Format(r"^[a-z0-9][a-z0-9+.-]+$", "a Debian package name", "python3")
+_MIRROR: Final = Format(r"^https?://\S+$", "the archive URL apt uses here", "http://deb.debian.org/debian")
+_VARIANT: Final = Format(r"^(cpu|cu\d{2}\d)$", "cpu or cu<major><minor>", "cu130")
+_TORCH_CUDA: Final = Format(_MAJOR_MINOR, "torch.version.cuda in quotes", '"13.0"')
+_INDEX_URL: Final = Format(r"^https://\S+$", "the https URL of the index", "https://pypi.org/simple")
+_NCCL: Final = Format(_SEMVER3, "the nvidia-nccl-cu* version", "2.29.7")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BaseImage:
     """An upstream image pinned by digest."""
 
-    image: str = spec_field("`repository:tag`, for readers; the digest is what gets pulled.", fmt=IMAGE_TAG)
-    digest: str = spec_field("The multi-platform index digest.", fmt=DIGEST)
-    source: str = spec_field(
-        "Where the digest was read, so a reviewer can tell a verified pin from a copied one."
-    )
+    image: str = field(metadata=value_rules(fmt=IMAGE_TAG))
+    """`repository:tag`, for readers; the digest is what gets pulled."""
+    digest: str = field(metadata=value_rules(fmt=DIGEST))
+    """The multi-platform index digest."""
+    source: str
+    """Where the digest was read, so a reviewer can tell a verified pin from a copied one."""
 
     @property
     def pinned(self) -> str:
@@ -68,20 +72,14 @@ class DebootstrapBase:
     sha256 of the root filesystem tarball it produced (the image's base.name and base.digest labels).
     """
 
-    suite: Literal["bookworm", "trixie"] = spec_field("The Debian release.")
-    variant: Literal["minbase", "buildd"] = spec_field(
-        "debootstrap's --variant (minbase: essential and apt only)."
-    )
-    include: tuple[str, ...] = spec_field(
-        "Packages added to the root filesystem (Python and pip, which the operator image needs).",
-        fmt=DEB_PACKAGE,
-    )
-    mirror: str = spec_field(
-        "The archive, the same one apt uses on the build machine.",
-        fmt=Format(
-            r"^https?://\S+$", "the archive URL apt uses on the build machine", "http://deb.debian.org/debian"
-        ),
-    )
+    suite: Literal["bookworm", "trixie"]
+    """The Debian release."""
+    variant: Literal["minbase", "buildd"]
+    """debootstrap's --variant (`minbase`: essential and apt only)."""
+    include: tuple[str, ...] = field(metadata=value_rules(fmt=DEB_PACKAGE))
+    """Packages added to the root filesystem (Python and pip, which the operator image needs)."""
+    mirror: str = field(metadata=value_rules(fmt=_MIRROR))
+    """The archive, the same one apt uses on the build machine."""
 
     @property
     def command(self) -> str:
@@ -94,27 +92,18 @@ class DebootstrapBase:
 class TorchPin:
     """The torch build of a profile and what it brings with it."""
 
-    version: str = spec_field("The public version.", fmt=RELEASE)
-    variant: str = spec_field(
-        "The local version label: `cu130`, `cu129` or `cpu`.",
-        fmt=Format(r"^(cpu|cu\d{2}\d)$", "cpu or cu<major><minor>", "cu130"),
-    )
-    cuda: str | None = spec_field(
-        "`torch.version.cuda` (`major.minor`), None for the CPU build.",
-        default=None,
-        fmt=Format(_MAJOR_MINOR, "torch.version.cuda in quotes", '"13.0"'),
-    )
-    index_url: str = spec_field(
-        "The package index that serves this build.",
-        json="index_url",
-        fmt=Format(r"^https://\S+$", "the https URL of the index", "https://pypi.org/simple"),
-    )
-    nccl: str | None = spec_field(
-        "The NCCL version the wheel depends on (nvidia-nccl-cu*), None for the CPU build.",
-        default=None,
-        fmt=Format(_SEMVER3, "the nvidia-nccl-cu* version", "2.29.7"),
-    )
-    nccl_source: str | None = spec_field("Where the NCCL version was read.", json="nccl_source", default=None)
+    version: str = field(metadata=value_rules(fmt=RELEASE))
+    """The public version, e.g. `2.13.0`."""
+    variant: str = field(metadata=value_rules(fmt=_VARIANT))
+    """The local version label: `cu130`, `cu129` or `cpu`."""
+    cuda: str | None = field(default=None, metadata=value_rules(fmt=_TORCH_CUDA))
+    """`torch.version.cuda` (`major.minor`), None for the CPU build."""
+    index_url: str = field(metadata=value_rules(fmt=_INDEX_URL))
+    """The package index that serves this build."""
+    nccl: str | None = field(default=None, metadata=value_rules(fmt=_NCCL))
+    """The NCCL version the wheel depends on (nvidia-nccl-cu*), None for the CPU build."""
+    nccl_source: str | None = None
+    """Where the NCCL version was read."""
 
     @property
     def local_version(self) -> str:
@@ -159,17 +148,17 @@ class Profile:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ImageUser:
-    name: str = spec_field(
-        "The non-root user of every image.",
-        fmt=Format(r"^[a-z_][a-z0-9_-]{0,31}$", "a POSIX user name", "hyperframe"),
+    name: str = field(
+        metadata=value_rules(fmt=Format(r"^[a-z_][a-z0-9_-]{0,31}$", "a POSIX user name", "hyperframe"))
     )
-    uid: int = spec_field("Its uid: not root, not a system user.", minimum=1000, maximum=65533)
+    uid: int = field(metadata=value_rules(minimum=1000, maximum=65533))
+    """Not root, not a system user."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OperatorPin:
-    python: str = spec_field("The operator image's Python.", fmt=PYTHON)
-    base: BaseImage = spec_field("The small Python image it starts from.")
+    python: str = field(metadata=value_rules(fmt=PYTHON))
+    base: BaseImage
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from hyperframe.api.codec import parse
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.fields import spec_field
+from hyperframe.api.fields import value_rules
 from hyperframe.images.matrix import DIGEST
 from hyperframe.images.validate import MatrixError
 
@@ -43,7 +43,8 @@ _HEADER = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Published:
-    images: Mapping[str, str] = spec_field("Tag reference -> the digest pushed.", fmt=DIGEST)
+    images: Mapping[str, str] = field(metadata=value_rules(fmt=DIGEST))
+    """Tag reference -> the digest pushed."""
 
 
 def load_published(root: Path) -> dict[str, str]:

@@ -15,18 +15,16 @@ for a working image:
 - one profile is the default, and no two profiles would get the same framework image tag.
 """
 
-# ruff: noqa: RUF009  (spec_field declares a field; its default, if any, is immutable)
-
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
 from hyperframe.api.codec import parse
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.fields import Format, spec_field
+from hyperframe.api.fields import Format, value_rules
 from hyperframe.images.matrix import (
     DEB_PACKAGE,
     PYTHON,
@@ -57,53 +55,46 @@ class MatrixError(ValueError):
         super().__init__("images/matrix.yaml is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
 
 
+_REGISTRY: Final = Format(
+    r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$",
+    "host/namespace",
+    "ghcr.io/acme",
+)
+_BASE_CUDA: Final = Format(RELEASE.pattern, "the base image's CUDA version major.minor.patch", "13.0.3")
+_DEB_VERSION: Final = Format(r"^[0-9][A-Za-z0-9.+~:-]*$", "an exact version string", "50.0-2ubuntu0.2")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _ProfileDoc:
-    """One profile as written (its name is the key above it)."""
+    """One profile as written (its name is the key above it); see `Profile`."""
 
-    description: str = spec_field("Who the profile is for.")
-    default: bool = spec_field("The profile a runtime gets when it names none.", default=False)
-    release: bool = spec_field("Published; false for a profile of the local cluster only.", default=True)
-    os: Literal["ubuntu24.04", "ubuntu22.04", "debian12"] = spec_field("The OS of the base image.")
-    cuda: str | None = spec_field(
-        "The base image's CUDA version; absent for a CPU profile.",
-        default=None,
-        fmt=Format(RELEASE.pattern, "the base image's CUDA version major.minor.patch", "13.0.3"),
-    )
-    python: str = spec_field("The Python of the image.", fmt=PYTHON)
-    base: Mapping[str, Any] = spec_field("image, digest and source; or debootstrap: (read by _base).")
-    os_packages: tuple[str, ...] = spec_field(
-        "OS packages that float with the archive ([] for none).", json="os_packages", fmt=DEB_PACKAGE
-    )
-    rdma_packages: Mapping[str, str] = spec_field(
-        "RDMA packages with their exact versions ({} for none).",
-        json="rdma_packages",
-        fmt=Format(r"^[0-9][A-Za-z0-9.+~:-]*$", "an exact version string", "50.0-2ubuntu0.2"),
-    )
-    torch: TorchPin = spec_field("The torch build.")
+    description: str
+    default: bool = False
+    release: bool = True
+    os: Literal["ubuntu24.04", "ubuntu22.04", "debian12"]
+    cuda: str | None = field(default=None, metadata=value_rules(fmt=_BASE_CUDA))
+    python: str = field(metadata=value_rules(fmt=PYTHON))
+    base: Mapping[str, Any]
+    """image, digest and source; or debootstrap: (each read by `_base`)."""
+    os_packages: tuple[str, ...] = field(metadata=value_rules(fmt=DEB_PACKAGE))
+    rdma_packages: Mapping[str, str] = field(metadata=value_rules(fmt=_DEB_VERSION))
+    torch: TorchPin
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Debootstrap:
-    debootstrap: DebootstrapBase = spec_field("A Debian root filesystem made here.")
+    debootstrap: DebootstrapBase
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _MatrixDoc:
-    schema_version: int = spec_field(
-        "The file's format.", json="schema_version", minimum=SCHEMA_VERSION, maximum=SCHEMA_VERSION
-    )
-    registry: str = spec_field(
-        "Where `make images` pushes.",
-        fmt=Format(
-            r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$",
-            "host/namespace",
-            "ghcr.io/acme",
-        ),
-    )
-    image_user: ImageUser = spec_field("The non-root user of every image.", json="image_user")
-    operator: OperatorPin = spec_field("The operator image.")
-    profiles: Mapping[str, Any] = spec_field("Profile name -> its pins (each read by _profile).")
+    schema_version: int = field(metadata=value_rules(minimum=SCHEMA_VERSION, maximum=SCHEMA_VERSION))
+    registry: str = field(metadata=value_rules(fmt=_REGISTRY))
+    """Where `make images` pushes."""
+    image_user: ImageUser
+    operator: OperatorPin
+    profiles: Mapping[str, Any]
+    """Profile name -> its pins (each read by `_profile`, so that every profile's problems show)."""
 
 
 def _parsed(cls: type[T], data: object, path: str, errors: list[FieldError]) -> T | None:

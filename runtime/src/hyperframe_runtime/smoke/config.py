@@ -9,12 +9,12 @@ NPROC_PER_NODE, WORLD_SIZE) together with the resolved job config; see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from hyperframe.api.codec import check
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.fields import spec_field
+from hyperframe.api.fields import value_rules
 from hyperframe.api.runtime import DeviceCheck
 
 from hyperframe_runtime.jobenv import JobEnvError as GateConfigError
@@ -42,116 +42,81 @@ class GateConfig:
     (the env variable, or the runtime's ``smoke`` field) as ``path: problem: fix``."""
 
     # ---- where: the job-wide rendezvous ---------------------------------------------------------
-    master_addr: str = spec_field(
-        "Host of node rank 0, which serves the gate's rendezvous store (the job's headless Service). "
-        "Node 0 itself (its agent and its rank processes) reaches the store over loopback instead: "
-        "see store_host.",
-        json="MASTER_ADDR",
-        min_length=1,
-    )
-    master_port: int = spec_field(
-        "Port of that store; the launcher reuses it after the gate has exited.",
-        json="MASTER_PORT",
-        minimum=1,
-        maximum=65535,
-    )
-    nnodes: int = spec_field("Nodes (pods) in the job.", json="PET_NNODES", minimum=1)
-    node_rank: int = spec_field("This node's rank, 0 .. nnodes-1.", json="NODE_RANK", minimum=0)
-    nproc_per_node: int = spec_field(
-        "Ranks per node: one per GPU on CUDA jobs, the job's processes per node on CPU jobs.",
-        json="NPROC_PER_NODE",
-        minimum=1,
-    )
-    node_name: str = spec_field("Kubernetes node name (env NODE_NAME) or hostname, for reports.", default="")
+    master_addr: str = field(metadata=value_rules(json="MASTER_ADDR", min_length=1))
+    """Host of node rank 0, which serves the gate's rendezvous store (the job's headless Service).
+    Node 0 itself (its agent and its rank processes) reaches the store over loopback instead: see
+    :meth:`store_host`."""
+    master_port: int = field(metadata=value_rules(json="MASTER_PORT", minimum=1, maximum=65535))
+    """Port of that store; the launcher reuses it after the gate has exited."""
+    nnodes: int = field(metadata=value_rules(json="PET_NNODES", minimum=1))
+    """Nodes (pods) in the job: the env's PET_NNODES."""
+    node_rank: int = field(metadata=value_rules(json="NODE_RANK", minimum=0))
+    """This node's rank, 0 .. nnodes-1."""
+    nproc_per_node: int = field(metadata=value_rules(json="NPROC_PER_NODE", minimum=1))
+    """Ranks per node: one per GPU on CUDA jobs, the job's processes per node on CPU jobs."""
+    node_name: str = ""
+    """Kubernetes node name (env NODE_NAME) or hostname, for reports."""
 
     # ---- what: devices --------------------------------------------------------------------------
-    device: Literal["cpu", "cuda"] = spec_field(
-        "cuda runs the device checks and NCCL; cpu skips device checks and uses gloo.", default="cpu"
+    device: Literal["cpu", "cuda"] = "cpu"
+    """``cuda`` runs the device checks and NCCL; ``cpu`` skips device checks and uses gloo."""
+    backend: Literal["", "gloo", "nccl"] = ""
+    """torch.distributed backend; "" = nccl on cuda, gloo on cpu."""
+    matmul_size: int = field(default=8192, metadata=value_rules(json="matmulSize", minimum=1))
+    """Square bf16 matmul size for the TFLOP/s figure."""
+    memory_fraction: float = field(
+        default=0.9, metadata=value_rules(json="memoryFraction", minimum=0, maximum=1, exclusive_maximum=True)
     )
-    backend: Literal["", "gloo", "nccl"] = spec_field(
-        'torch.distributed backend; "" = nccl on cuda, gloo on cpu.', default=""
+    """Fraction of total device memory the allocation check must obtain; 0 skips it."""
+    min_tflops: float = field(default=0.0, metadata=value_rules(json="minMatmulTFLOPS", minimum=0))
+    """Fail a device below this bf16 matmul TFLOP/s (the runtime's ``smoke.minMatmulTFLOPS``);
+    0 = report only."""
+    min_mem_bw_gbps: float = field(
+        default=0.0, metadata=value_rules(json="minMemoryBandwidthGBps", minimum=0)
     )
-    matmul_size: int = spec_field("Square bf16 matmul size for the TFLOP/s figure.", default=8192, minimum=1)
-    memory_fraction: float = spec_field(
-        "Fraction of total device memory the allocation check must obtain; 0 skips it.",
-        default=0.9,
-        minimum=0,
-        maximum=1,
-        exclusive_maximum=True,
+    """Fail a device below this copy bandwidth in GB/s (the runtime's
+    ``smoke.minMemoryBandwidthGBps``); 0 = report only."""
+    shm_bytes: int = field(default=0, metadata=value_rules(json="shmSizeBytes", minimum=0))
+    """The /dev/shm size the pod is configured with (job.json ``smoke.shmSizeBytes``); the node
+    fails when the mounted /dev/shm is smaller; 0 = not known."""
+    min_shm_bytes: int = field(default=0, metadata=value_rules(json="minShmBytes", minimum=0))
+    """Floor for /dev/shm (what NCCL needs with several ranks per node); 0 = none."""
+    require_rdma: bool = False
+    """Fail the node when no InfiniBand/RDMA device is visible (the runtime enables RDMA)."""
+    rdma_resource_name: str = ""
+    """The RDMA extended resource the pod requests, for reports."""
+    device_checks: frozenset[DeviceCheck] = field(
+        default=frozenset({"visible", "memory", "matmul"}), metadata=value_rules(json="deviceChecks")
     )
-    min_tflops: float = spec_field(
-        "Fail a device below this bf16 matmul TFLOP/s; 0 = report only.",
-        json="minMatmulTFLOPS",
-        default=0.0,
-        minimum=0,
-    )
-    min_mem_bw_gbps: float = spec_field(
-        "Fail a device below this copy bandwidth in GB/s; 0 = report only.",
-        json="minMemoryBandwidthGBps",
-        default=0.0,
-        minimum=0,
-    )
-    shm_bytes: int = spec_field(
-        "The /dev/shm size the pod is configured with (job.json smoke.shmSizeBytes); the node fails "
-        "when the mounted /dev/shm is smaller; 0 = not known.",
-        json="shmSizeBytes",
-        default=0,
-        minimum=0,
-    )
-    min_shm_bytes: int = spec_field(
-        "Floor for /dev/shm (what NCCL needs with several ranks per node); 0 = none.", default=0, minimum=0
-    )
-    require_rdma: bool = spec_field(
-        "Fail the node when no InfiniBand/RDMA device is visible (the runtime enables RDMA).", default=False
-    )
-    rdma_resource_name: str = spec_field(
-        "The RDMA extended resource the pod requests, for reports.", default=""
-    )
-    device_checks: frozenset[DeviceCheck] = spec_field(
-        "Which CUDA checks run: visible (the visible GPU count equals nproc_per_node), memory "
-        "(allocation, pattern read-back and copy bandwidth), matmul (correctness and TFLOP/s), p2p "
-        "(a verified copy to the next local GPU and back); see hyperframe_runtime.smoke.device_checks.",
-        default=frozenset({"visible", "memory", "matmul"}),
-    )
+    """Which CUDA checks run: ``visible`` (the visible GPU count equals ``nproc_per_node``),
+    ``memory`` (allocation, pattern read-back and copy bandwidth), ``matmul`` (correctness and
+    TFLOP/s), ``p2p`` (a verified copy to the next local GPU and back); see
+    :mod:`hyperframe_runtime.smoke.device_checks`."""
 
     # ---- what: the collective -------------------------------------------------------------------
-    allreduce_sizes: tuple[int, ...] = spec_field(
-        "All-reduce message sizes in bytes; the busbw figure is taken at the largest.",
-        default=(1 << 20, 64 << 20),
-        min_items=1,
-        minimum=4,
+    allreduce_sizes: tuple[int, ...] = field(
+        default=(1 << 20, 64 << 20), metadata=value_rules(json="allreduceSizes", min_items=1, minimum=4)
     )
-    iterations: int = spec_field(
-        "Timed all-reduces per size (after one verified warm-up).", default=5, minimum=1
-    )
-    min_busbw_gbps: float = spec_field(
-        "Fail when busbw at the largest size is below this; 0 = report only.",
-        json="minBusBandwidthGBps",
-        default=0.0,
-        minimum=0,
-    )
+    """All-reduce message sizes; the busbw figure is taken at the largest."""
+    iterations: int = field(default=5, metadata=value_rules(minimum=1))
+    """Timed all-reduces per size (after one verified warm-up)."""
+    min_busbw_gbps: float = field(default=0.0, metadata=value_rules(json="minBusBandwidthGBps", minimum=0))
+    """Fail when busbw at the largest size is below this; 0 = report only."""
 
     # ---- bounds ---------------------------------------------------------------------------------
-    rendezvous_timeout_s: float = spec_field(
-        "How long ranks wait for each other (pods start at different times: image pulls).",
-        default=300.0,
-        minimum=0,
-        exclusive_minimum=True,
+    rendezvous_timeout_s: float = field(
+        default=300.0, metadata=value_rules(json="rendezvousTimeoutS", minimum=0, exclusive_minimum=True)
     )
-    step_timeout_s: float = spec_field(
-        "Budget for every other step: process start, device checks, group init, each collective.",
-        default=60.0,
-        minimum=0,
-        exclusive_minimum=True,
+    """How long ranks wait for each other (pods start at different times: image pulls)."""
+    step_timeout_s: float = field(
+        default=60.0, metadata=value_rules(json="stepTimeoutS", minimum=0, exclusive_minimum=True)
     )
-    total_timeout_s: float = spec_field(
-        "Hard limit on the whole gate (the runtime's smoke.timeoutSeconds); 0 = the sum of the step budgets.",
-        default=0.0,
-        minimum=0,
-    )
-    checks: frozenset[Check] = spec_field(
-        "Which check groups run: devices and/or collective.", default=frozenset({"devices", "collective"})
-    )
+    """Budget for every other step: process start, device checks, group init, each collective."""
+    total_timeout_s: float = field(default=0.0, metadata=value_rules(json="totalTimeoutS", minimum=0))
+    """Hard limit on the whole gate (the runtime's ``smoke.timeoutSeconds``); 0 = the sum of the
+    step budgets."""
+    checks: frozenset[Check] = frozenset({"devices", "collective"})
+    """Which check groups run: ``devices`` and/or ``collective``."""
 
     def __post_init__(self) -> None:
         errors = check(self)
