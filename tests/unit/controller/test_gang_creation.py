@@ -191,3 +191,48 @@ def test_only_the_newest_generation_is_kept_as_departed() -> None:
     caches.pod_event("DELETED", _pod(0, rv=20, generation=1))
     caches.pod_event("DELETED", _pod(1, rv=21, generation=0))  # a late old one
     assert [p.name for p in caches.departed_of(KEY)] == ["j-g1-0"]
+
+
+# -- a pod that went while the operator was not watching ---------------------------------------------
+
+
+def _running_after_gates() -> tuple[JobStatus, list[ObservedPod]]:
+    """A Running 2-node gang whose gates reported (rank 0 on n1, rank 1 on n2), as stored."""
+    pods = [Pod(0).on("n1").running().obj(), Pod(1).on("n2").running().obj()]
+    status = run(created(), pods, now_s=1).status
+    assert status.phase == Phase.RUNNING and status.gang_creation is None
+    return status, pods
+
+
+def test_the_gate_entries_say_which_generation_they_belong_to() -> None:
+    status, _ = _running_after_gates()
+    assert status.smoke_test is not None
+    assert {(e["rank"], e["node"], e["gangGeneration"]) for e in status.smoke_test["nodes"]} == {
+        (0, "n1", 0),
+        (1, "n2", 0),
+    }
+
+
+def test_a_pod_gone_unseen_from_a_cordoned_node_is_taken_as_drained() -> None:
+    status, pods = _running_after_gates()
+    drained = {**NODES, "n2": replace(NODES["n2"], cordoned=True)}
+    plan = reconcile(job(), status, pods[:1], drained, at(5), SETTINGS)
+    assert plan.status.phase == Phase.RESTARTING and plan.status.restarts == 0
+    cond = plan.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "Preempted" and "n2 is cordoned" in cond.message
+
+
+def test_a_pod_gone_unseen_from_a_schedulable_node_is_counted() -> None:
+    status, pods = _running_after_gates()
+    plan = run(status, pods[:1], now_s=5)
+    assert plan.status.restarts == 1
+    cond = plan.status.condition(C.RESTARTING)
+    assert cond is not None and cond.reason == "PodDeleted"
+
+
+def test_a_rank_whose_gate_reported_is_never_taken_for_one_not_created() -> None:
+    # The record was not dropped yet, but the gate of rank 1 reported: its pod existed.
+    status, pods = _running_after_gates()
+    status = status.replace(gang_creation=GangCreation(generation=0, ranks=(0, 1)))
+    plan = run(status, pods[:1], now_s=5)
+    assert plan.create_ranks == () and plan.status.restarts == 1

@@ -92,6 +92,11 @@ class NodeSmokeResult:
 
     node: str = spec_field("Kubernetes node name.", max_length=253)
     rank: int = spec_field("Node rank.", minimum=0)
+    gang_generation: int | None = spec_field(
+        "Gang generation of the pod whose gate this is (entries of earlier generations stay).",
+        default=None,
+        minimum=0,
+    )
     passed: bool = spec_field("Whether the gate passed on this node.")
     exit_code: int | None = spec_field("Exit code of the smoke-gate container.", default=None)
     reason: str | None = spec_field("Short reason, e.g. LowBusBandwidth.", default=None, max_length=256)

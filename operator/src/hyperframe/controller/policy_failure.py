@@ -21,7 +21,7 @@ exit 1 from a crashed step) is retried up to backoffLimit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -119,17 +119,22 @@ def find_failures(
     dead_node_pods: set[str],
     being_created: frozenset[int] = frozenset(),
     departed: Mapping[int, ObservedPod] | None = None,
+    gate_nodes: Mapping[int, str] | None = None,
+    cordoned: Set[str] = frozenset(),
 ) -> tuple[Failure, ...]:
     """Failures of the current gang generation, gate failures first.
 
     A rank with no pod matters once the gang has started its gate (before that it is simply
     created). ``departed`` holds, per rank, the last copy of a pod of it the operator saw before it
     went (the watch's deletion event carries the final object, its ``DisruptionTarget`` included):
-    that pod is judged as if it were still there, being deleted. A rank with no such pod that is in
-    ``being_created`` (``status.gangCreation``, written before the creates) was never created, for
-    example because the operator stopped between two creates: it is not a failure while nothing
-    else of the gang failed or is going, and the caller creates it. Any other missing rank is
-    ``PodDeleted``.
+    that pod is judged as if it were still there, being deleted. Without one (the operator was not
+    watching), a rank whose gate reported from a node (``gate_nodes``, from ``status.smokeTest``)
+    was created; if that node is now ``cordoned``, as ``kubectl drain`` leaves it before it
+    evicts, the rank is taken as evicted (``Preempted``), else it is ``PodDeleted``. A rank of
+    neither kind that is in ``being_created`` (``status.gangCreation``, written before the
+    creates) was never created, for example because the operator stopped between two creates: it
+    is not a failure while nothing else of the gang failed or is going, and the caller creates it.
+    Any other missing rank is ``PodDeleted``.
     """
     failures = [
         Failure(
@@ -155,8 +160,24 @@ def find_failures(
     seen_gone = {rank: pod for rank, pod in (departed or {}).items() if rank in missing}
     for rank in sorted(seen_gone):
         failures.append(_judge_pod(seen_gone[rank], gone=True) or _deleted(seen_gone[rank]))
+    unseen = [r for r in missing if r not in seen_gone]
+    ran_on = {r: node for r in unseen if (node := (gate_nodes or {}).get(r))}
+    drained = {r: node for r, node in ran_on.items() if node in cordoned}
+    for rank, node in drained.items():
+        failures.append(
+            Failure(
+                reason=PREEMPTED,
+                message=(
+                    f"rank {rank}'s pod went while the operator was not watching, and its node {node} "
+                    "is cordoned, as a drain leaves it: taken as evicted through the Eviction API"
+                ),
+                permanent=False,
+                node=node,
+            )
+        )
     completable = not failures and all(p.deleting_since is None for p in pods)
-    lost = [r for r in missing if r not in seen_gone and not (completable and r in being_created)]
+    never_created = {r for r in unseen if r not in ran_on and r in being_created} if completable else set()
+    lost = [r for r in unseen if r not in drained and r not in never_created]
     if lost:
         failures.append(
             Failure(

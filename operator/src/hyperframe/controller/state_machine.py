@@ -22,7 +22,7 @@ from .policy_gang import Refusal, refusal_backoff, refusal_fix
 from .policy_progress import final_progress, rank0_progress
 from .policy_run import deadline_at, pods_to_clean, ttl_expires_at
 from .policy_schedule import stuck_gang
-from .policy_smoke import judge_gates, merge_smoke_status
+from .policy_smoke import gate_nodes, judge_gates, merge_smoke_status
 from .policy_success import succeeded_rank0
 from .status import ConditionType, GangCreation, JobStatus, Phase, set_condition
 
@@ -282,6 +282,8 @@ def _active(
             record.ranks if record is not None and record.generation == generation else ()
         ),
         departed={p.rank: p for p in departed if p.generation == generation},
+        gate_nodes=gate_nodes(d.status.smoke_test, generation),
+        cordoned={n.name for n in nodes.values() if n.cordoned},
     )
     if failures:
         d.gate_failures = tuple(g.failed_check for g in gates.failures)
