@@ -18,8 +18,8 @@ away) is started again as a fresh process, as its Deployment would. Meanwhile:
 After the last kill the run waits for a takeover and for every job to be Succeeded. It then counts, from the audit
 log: pods created twice under one name (a (job, generation, rank) made twice), writes of a replica
 outside its leadership term; from the jobs: those not Succeeded (stuck), and the gang restarts
-(the faults touch no pod, so more than one restart of a job is a defect; one happens when a leader
-change cuts the creates of a gang short, see docs/operator.md). It prints them with the number of
+(the faults touch no pod, so any restart is a defect; a gang whose creates a leader change cut
+short is completed from ``status.gangCreation``, see docs/operator.md). It prints them with the number of
 kills, takeovers, the takeover times and the wall time. ``run_chaos`` is what
 ``tests/integration/test_operator_chaos.py`` runs, smaller.
 """
@@ -89,8 +89,7 @@ class ChaosReport:
     writes_outside_term: list[str] = field(default_factory=list)
     stuck_jobs: list[str] = field(default_factory=list)
     restarted_jobs: list[str] = field(default_factory=list)
-    """Jobs with a gang restart, and why (a gang whose creates a leader change cut short is
-    restarted once: its missing ranks look like pods that disappeared)."""
+    """Jobs with a gang restart, and why (none of the faults touches a pod, so each is a defect)."""
     max_restarts: int = 0
     phases: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0

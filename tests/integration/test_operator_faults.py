@@ -1,8 +1,8 @@
 """Faults under the operator, against the real control plane with KWOK GPU nodes.
 
 Smoke-gate failures (one bad node, every node bad, a config error), a node going NotReady, a pod
-evicted through the Eviction API (a drain), the operator killed mid-job, and 20 bad or edge-case
-objects applied while good jobs run.
+evicted through the Eviction API (a drain), a node drained while the operator was stopped, the
+operator killed mid-job, and 20 bad or edge-case objects applied while good jobs run.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hyperframe.constants import SmokeExit
+from hyperframe.constants import LABEL_JOB, SmokeExit
 from hyperframe.smoke_report import SmokeReport
 from hyperframe_devcluster.faults import (
     clear_node_faults,
@@ -232,6 +232,43 @@ def test_a_pod_evicted_through_the_eviction_api_preempts_the_gang_uncounted(
     new = wait_running_gang(operator, kubectl, namespace, "drained", nodes=2, generation=1)
     finish_pod(kubectl, namespace, rank_pod(new, 0)["metadata"]["name"], exit_code=0)
     assert wait_phase(operator, kubectl, namespace, "drained", "Succeeded")["restarts"] == 0
+
+
+def test_a_pod_drained_while_the_operator_was_stopped_preempts_the_gang_uncounted(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    """No watch sees the pod Terminating with its DisruptionTarget, and the pod is gone when the
+    operator starts: the gate's record of the rank's node, now cordoned, is what is left."""
+    kubectl.apply([gpu_job("drained-away", namespace, nodes=2, backoff_limit=0)])
+    gang = wait_running_gang(operator, kubectl, namespace, "drained-away", nodes=2, generation=0)
+    victim = rank_pod(gang, 1)
+    name, node = victim["metadata"]["name"], victim["spec"]["nodeName"]
+    operator.stop(kill=True)
+    try:
+        # The real `kubectl drain`: cordon, then an Eviction of each pod, waiting until it is gone.
+        kubectl.run(
+            "drain", node, "--pod-selector", f"{LABEL_JOB}=drained-away", "--ignore-daemonsets",
+            "--delete-emptydir-data", "--force", "--timeout=60s",
+        )  # fmt: skip
+        assert name not in {p["metadata"]["name"] for p in live_pods(kubectl, namespace, "drained-away")}
+        operator.start()
+        st = wait(
+            operator,
+            lambda: status(kubectl, namespace, "drained-away"),
+            lambda s: s.get("gangGeneration") == 1 or s.get("phase") == "Failed",
+            what="gang restart after the drain",
+        )
+        restarting = condition(st, "Restarting")
+        assert st["restarts"] == 0 and restarting.get("reason") == "Preempted", st.get("message")
+        assert f"{node} is cordoned" in restarting["message"]
+        new = wait_running_gang(operator, kubectl, namespace, "drained-away", nodes=2, generation=1)
+        assert node not in {p["spec"]["nodeName"] for p in new}
+    finally:
+        kubectl.run("uncordon", node, check=False)
+        if not operator.alive:
+            operator.start()
+    finish_pod(kubectl, namespace, rank_pod(new, 0)["metadata"]["name"], exit_code=0)
+    assert wait_phase(operator, kubectl, namespace, "drained-away", "Succeeded")["restarts"] == 0
 
 
 def test_operator_killed_mid_job_resumes_without_duplicates(

@@ -5,16 +5,19 @@ run is admitted on its own); one with room for no pod refuses the dry run. In bo
 the gang is left, the job says why (condition ``GangRefused`` and a ``FailedCreate`` event with
 the API server's message), and once the quota has room the whole gang is created. A gang left
 partial by an operator killed mid-creation is completed, or rolled back when the quota refuses the
-rest of it.
+rest of it. An operator SIGKILLed between two creates of a gang (one create held in a real admission
+webhook) costs the gang no restart: its successor creates the missing rank.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hyperframe.constants import LABEL_RANK
+from admission_hold import admission_hold
+from hyperframe.constants import LABEL_GENERATION, LABEL_RANK
 from hyperframe.render import RenderContext, render_job
 from hyperframe_devcluster.kube import Kubectl, poll
 from hyperframe_devcluster.sim import GPU_RESOURCE, GPUS_PER_NODE
@@ -25,6 +28,7 @@ from operator_harness import (
     gpu_job,
     live_pods,
     operator,
+    pods,
     rank_pod,
     status,
     wait,
@@ -188,3 +192,41 @@ def test_a_partial_gang_the_quota_cannot_complete_is_rolled_back(
     # Rank 0 holds the quota: the dry run of the missing rank is refused, and rank 0 is deleted.
     events = _events(kubectl, namespace, "half-stuck", "FailedCreate")
     assert any("refused the dry run of pod half-stuck-g0-1" in e["message"] for e in events), events
+
+
+def _gate_started(pod: dict[str, Any]) -> bool:
+    statuses = (pod.get("status") or {}).get("initContainerStatuses") or ()
+    return any(
+        "running" in (s.get("state") or {}) or "terminated" in (s.get("state") or {}) for s in statuses
+    )
+
+
+def test_an_operator_killed_between_two_creates_costs_the_gang_no_restart(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    name = "cut-short"
+    with admission_hold(kubectl, namespace, name, {"1"}, tmp_path) as hold:
+        kubectl.apply([gpu_job(name, namespace, nodes=2, backoff_limit=0)])
+        # Rank 0 is created and starts its smoke gate while the create of rank 1 waits in admission.
+        _, created = wait(
+            operator,
+            lambda: (list(hold.held), live_pods(kubectl, namespace, name)),
+            lambda seen: bool(seen[0]) and len(seen[1]) == 1 and _gate_started(seen[1][0]),
+            what="rank 0 created with its gate started, rank 1's create held",
+        )
+        operator.stop(kill=True)  # SIGKILL between the two creates
+        hold.released.set()  # the held create is refused: rank 1 is never stored
+        wait(operator, lambda: list(hold.answered), bool, what="the held create answered")
+        assert [p["metadata"]["labels"][LABEL_RANK] for p in pods(kubectl, namespace, name)] == ["0"]
+        recorded = status(kubectl, namespace, name).get("gangCreation")
+        assert recorded == {"gangGeneration": 0, "ranks": [0, 1]}, "written before the creates"
+        rank0 = str(created[0]["metadata"]["uid"])
+        operator.start()
+        gang = wait_running_gang(operator, kubectl, namespace, name, nodes=2, generation=0)
+    assert rank_pod(gang, 0)["metadata"]["uid"] == rank0, "the gang was completed, not replaced"
+    st = status(kubectl, namespace, name)
+    assert st["restarts"] == 0 and st["gangGeneration"] == 0, condition(st, "Restarting")
+    assert "gangCreation" not in st, "dropped once the whole gang was seen"
+    every = pods(kubectl, namespace, name)
+    keys = [(p["metadata"]["labels"][LABEL_GENERATION], p["metadata"]["labels"][LABEL_RANK]) for p in every]
+    assert sorted(keys) == [("0", "0"), ("0", "1")], "no (job, generation, rank) made twice"

@@ -34,9 +34,10 @@ def run(
 
 
 def started(**changes: object) -> JobStatus:
-    """The status after the first reconcile of a 2-node job."""
+    """The status after the first reconcile of a 2-node job, as the next status write leaves it once
+    the whole gang was seen (``gangCreation`` cleared; pass it to keep one)."""
     status = run(job(), JobStatus()).status
-    return status.replace(**changes)
+    return status.replace(**{"gang_creation": None, **changes})
 
 
 def reasons(plan: Plan) -> list[str]:

@@ -22,6 +22,7 @@ __all__ = [
     "PHASES",
     "Condition",
     "DeviceResult",
+    "GangCreation",
     "JobStatus",
     "NodeSmokeResult",
     "Phase",
@@ -91,6 +92,11 @@ class NodeSmokeResult:
 
     node: str = spec_field("Kubernetes node name.", max_length=253)
     rank: int = spec_field("Node rank.", minimum=0)
+    gang_generation: int | None = spec_field(
+        "Gang generation of the pod whose gate this is (entries of earlier generations stay).",
+        default=None,
+        minimum=0,
+    )
     passed: bool = spec_field("Whether the gate passed on this node.")
     exit_code: int | None = spec_field("Exit code of the smoke-gate container.", default=None)
     reason: str | None = spec_field("Short reason, e.g. LowBusBandwidth.", default=None, max_length=256)
@@ -144,6 +150,19 @@ class Progress:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GangCreation:
+    """The creation of a gang generation in progress: written before the first pod of it is created."""
+
+    gang_generation: int = spec_field("Gang generation whose pods are being created.", minimum=0)
+    ranks: tuple[int, ...] = spec_field(
+        "Ranks being created. An operator that takes over creates the ones still missing (same "
+        "names) instead of restarting the gang.",
+        default=(),
+        max_items=4096,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobStatus:
     """status of a HyperFrameJob; written only by the operator."""
 
@@ -166,6 +185,11 @@ class JobStatus:
         "Current gang incarnation; pods carry it in the hyperframe.dev/gang-generation label.",
         default=0,
         minimum=0,
+    )
+    gang_creation: GangCreation | None = spec_field(
+        "Set (before the first create) while the pods of a gang generation are being created; "
+        "cleared by the first status write after the operator has seen every pod of it.",
+        default=None,
     )
     excluded_nodes: tuple[str, ...] = spec_field(
         "Nodes kept out of this job because they failed the smoke gate.",

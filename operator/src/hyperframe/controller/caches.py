@@ -8,7 +8,10 @@ seen, so no vanished pod is believed to exist for longer than one resync period.
 finds its pod gone (:meth:`Caches.forget_pod`) drops it at once.
 
 Deletions leave tombstones (the resourceVersion they were seen at), so an older copy of a deleted
-pod (a listing that raced the watch) cannot bring it back. No decision is kept here. A stale cache
+pod (a listing that raced the watch) cannot bring it back. They also keep, per job, the last copy of
+each pod that went (:meth:`Caches.departed_of`): the watch's deletion event carries the final
+object, with the ``DisruptionTarget`` condition an eviction set, so a pod that went between two
+reconciles is still judged by why it went. No decision is kept here. A stale cache
 is safe: status writes carry a resourceVersion, creates are create-if-absent, and pod deletions
 carry the pod's uid and touch only older gang generations.
 """
@@ -47,6 +50,8 @@ class Caches:
         """resourceVersion each deleted pod was last seen at; older copies of it are ignored."""
         self._last_list_rv: dict[str, int] = {}
         """Per listing scope (a namespace, or "" for all), the resourceVersion of the previous one."""
+        self._departed: dict[JobKey, dict[str, ObservedPod]] = {}
+        """Per job, the last copy of each pod of its newest gang generation that went."""
         self._phases: Counter[str] = Counter()
         self.nodes: dict[str, NodeState] = {}
 
@@ -64,6 +69,7 @@ class Caches:
 
     def drop_job(self, key: JobKey) -> None:
         self.jobs.pop(key, None)
+        self._departed.pop(key, None)
 
     # -- pods -------------------------------------------------------------------------------
 
@@ -80,7 +86,7 @@ class Caches:
         ):
             return None  # an older copy (a listing) racing the watch
         if event_type == "DELETED":
-            dropped = self._drop_pod(pod_key, tombstone=rv)
+            dropped = self._drop_pod(pod_key, tombstone=rv, last=observe_pod(body))
             return dropped or (pod_key[0], str(job_name))
         pod = observe_pod(body)
         self._drop_pod(pod_key, tombstone=None)
@@ -88,6 +94,7 @@ class Caches:
             return None
         key = (pod_key[0], str(job_name))
         self._tombstones.pop(pod_key, None)
+        self._departed.get(key, {}).pop(pod.name, None)
         self._pods.setdefault(key, {})[pod.name] = pod
         self._pod_uids[pod_key] = str(meta.get("uid", ""))
         self._pod_jobs[pod_key] = key
@@ -96,8 +103,11 @@ class Caches:
         self._phases[pod.phase] += 1
         return key
 
-    def _drop_pod(self, pod_key: PodKey, *, tombstone: int | None) -> JobKey | None:
-        """Remove a pod; with ``tombstone``, remember its deletion at that resourceVersion."""
+    def _drop_pod(
+        self, pod_key: PodKey, *, tombstone: int | None, last: ObservedPod | None = None
+    ) -> JobKey | None:
+        """Remove a pod; with ``tombstone``, remember its deletion at that resourceVersion, and its
+        last copy (``last``, else the cached one) as departed."""
         rv = self._pod_rvs.pop(pod_key, None)
         mark = max((v for v in (tombstone, rv) if v is not None), default=None)
         if tombstone is not None and mark is not None:
@@ -105,6 +115,8 @@ class Caches:
         self._pod_uids.pop(pod_key, None)
         key = self._pod_jobs.pop(pod_key, None)
         if key is None:
+            if tombstone is not None and last is not None:
+                self._depart((pod_key[0], last.job), last)  # its deletion, never its creation, was seen
             return None
         pods = self._pods.get(key, {})
         old = pods.pop(pod_key[1], None)
@@ -112,7 +124,21 @@ class Caches:
             self._phases[old.phase] -= 1
         if not pods:
             self._pods.pop(key, None)
+        if tombstone is not None:
+            self._depart(key, last or old)
         return key
+
+    def _depart(self, key: JobKey, pod: ObservedPod | None) -> None:
+        """Keep the last copy of a pod that went; only the job's newest gang generation is kept."""
+        if pod is None:
+            return
+        departed = self._departed.setdefault(key, {})
+        newest = max((p.generation for p in departed.values()), default=pod.generation)
+        if pod.generation < newest:
+            return
+        if pod.generation > newest:
+            departed.clear()
+        departed[pod.name] = pod
 
     def forget_pod(self, namespace: str, name: str, uid: str) -> JobKey | None:
         """The pod ``uid`` is gone (a deletion found it missing): drop it; returns its job."""
@@ -163,6 +189,17 @@ class Caches:
 
     def pods_of(self, key: JobKey) -> list[ObservedPod]:
         return list(self._pods.get(key, {}).values())
+
+    def departed_of(self, key: JobKey) -> list[ObservedPod]:
+        """The last copy of each pod of the job's newest gang generation that went (seen deleted by
+        the watch, found gone by a deletion, or missing from a listing) and has not come back."""
+        return list(self._departed.get(key, {}).values())
+
+    def forget_departed(self, key: JobKey, names: Iterable[str]) -> None:
+        """The pods ``names`` are about to be created again: their earlier copies no longer count."""
+        departed = self._departed.get(key, {})
+        for name in names:
+            departed.pop(name, None)
 
     def pod(self, namespace: str, name: str, job: str) -> tuple[ObservedPod, str] | None:
         """A cached pod of ``job`` with its uid, or None."""

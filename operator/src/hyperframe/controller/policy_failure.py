@@ -21,7 +21,7 @@ exit 1 from a crashed step) is retried up to backoffLimit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -117,8 +117,25 @@ def find_failures(
     num_nodes: int,
     gates: GateVerdict,
     dead_node_pods: set[str],
+    being_created: frozenset[int] = frozenset(),
+    departed: Mapping[int, ObservedPod] | None = None,
+    gate_nodes: Mapping[int, str] | None = None,
+    cordoned: Set[str] = frozenset(),
 ) -> tuple[Failure, ...]:
-    """Failures of the current gang generation, gate failures first."""
+    """Failures of the current gang generation, gate failures first.
+
+    A rank with no pod matters once the gang has started its gate (before that it is simply
+    created). ``departed`` holds, per rank, the last copy of a pod of it the operator saw before it
+    went (the watch's deletion event carries the final object, its ``DisruptionTarget`` included):
+    that pod is judged as if it were still there, being deleted. Without one (the operator was not
+    watching), a rank whose gate reported from a node (``gate_nodes``, from ``status.smokeTest``)
+    was created; if that node is now ``cordoned``, as ``kubectl drain`` leaves it before it
+    evicts, the rank is taken as evicted (``Preempted``), else it is ``PodDeleted``. A rank of
+    neither kind that is in ``being_created`` (``status.gangCreation``, written before the
+    creates) was never created, for example because the operator stopped between two creates: it
+    is not a failure while nothing else of the gang failed or is going, and the caller creates it.
+    Any other missing rank is ``PodDeleted``.
+    """
     failures = [
         Failure(
             reason="SmokeTestConfigError" if g.config_error else "SmokeTestFailed",
@@ -133,119 +150,138 @@ def find_failures(
     for pod in sorted(pods, key=lambda p: p.rank):
         if pod.name in gate_failed:
             continue
-        if pod.kueue_stopped is not None:
-            failures.append(
-                Failure(
-                    reason=PREEMPTED,
-                    message=f"Kueue stopped rank {pod.rank} (pod {pod.name}) with the whole gang ({pod.kueue_stopped})",
-                    permanent=False,
-                    pod=pod.name,
-                    node=pod.node,
-                )
-            )
-            continue
-        if pod.name in dead_node_pods:
-            failures.append(
-                Failure(
-                    reason="NodeNotReady",
-                    message=f"node {pod.node} of rank {pod.rank} (pod {pod.name}) is NotReady",
-                    permanent=False,
-                    pod=pod.name,
-                    node=pod.node,
-                )
-            )
-            continue
-        end = pod.main_end
-        disruption = pod.disruption.reason if pod.disruption is not None else ""
-        if pod.deleting_since is not None and disruption in PREEMPTING_DISRUPTIONS:
-            failures.append(
-                Failure(
-                    reason=PREEMPTED,
-                    message=(
-                        f"rank {pod.rank} (pod {pod.name} on {pod.node}) was {PREEMPTING_DISRUPTIONS[disruption]} "
-                        f"(DisruptionTarget {disruption}; it resumes from its last complete snapshot)"
-                    ),
-                    permanent=False,
-                    pod=pod.name,
-                    node=pod.node,
-                )
-            )
-        elif pod.deleting_since is not None and disruption in NODE_LOST_DISRUPTIONS:
-            failures.append(
-                Failure(
-                    reason=NODE_LOST,
-                    message=(
-                        f"rank {pod.rank} (pod {pod.name} on {pod.node}) was {NODE_LOST_DISRUPTIONS[disruption]} "
-                        f"(DisruptionTarget {disruption})"
-                    ),
-                    permanent=False,
-                    pod=pod.name,
-                    node=pod.node,
-                )
-            )
-        elif end is not None and end.exit_code == TrainExit.PREEMPTED:
-            failures.append(
-                Failure(
-                    reason=PREEMPTED,
-                    message=(
-                        f"rank {pod.rank} (pod {pod.name} on {pod.node}) stopped on SIGTERM with exit code "
-                        f"{end.exit_code} (preempted; it resumes from its last complete snapshot)"
-                    ),
-                    permanent=False,
-                    pod=pod.name,
-                    node=pod.node,
-                )
-            )
-        elif end is not None and end.exit_code != 0:
-            permanent = is_permanent_exit(end.exit_code)
-            why = PERMANENT_EXIT_CODES.get(end.exit_code, end.reason or "error")
-            failures.append(
-                Failure(
-                    reason="PodFailed",
-                    message=(
-                        f"rank {pod.rank} (pod {pod.name} on {pod.node}) exited with code {end.exit_code} ({why})"
-                        + (f": {end.message.strip()[:300]}" if end.message.strip() else "")
-                    ),
-                    permanent=permanent,
-                    pod=pod.name,
-                    node=pod.node,
-                )
-            )
-        elif pod.phase == "Failed":
-            failures.append(
-                Failure(
-                    reason="PodFailed",
-                    message=(
-                        f"rank {pod.rank} (pod {pod.name}) failed: {pod.reason or 'unknown reason'}"
-                        + (f": {pod.message}" if pod.message else "")
-                    ),
-                    permanent=False,
-                    pod=pod.name,
-                    node=pod.node,
-                )
-            )
-        elif pod.deleting_since is not None and (pod.disruption is not None or not pod.main_started):
-            failures.append(
-                Failure(
-                    reason="PodDeleted",
-                    message=f"rank {pod.rank} (pod {pod.name}) was deleted while the gang ran"
-                    + (f" ({pod.disruption.reason}: {pod.disruption.message})" if pod.disruption else ""),
-                    permanent=False,
-                    pod=pod.name,
-                    node=pod.node,
-                )
-            )
+        failure = _judge_pod(pod, dead_node=pod.name in dead_node_pods)
+        if failure is not None:
+            failures.append(failure)
     present = {p.rank for p in pods}
     missing = [rank for rank in range(num_nodes) if rank not in present]
-    if missing and gates.started:
+    if not missing or not gates.started:
+        return tuple(failures)
+    seen_gone = {rank: pod for rank, pod in (departed or {}).items() if rank in missing}
+    for rank in sorted(seen_gone):
+        failures.append(_judge_pod(seen_gone[rank], gone=True) or _deleted(seen_gone[rank]))
+    unseen = [r for r in missing if r not in seen_gone]
+    ran_on = {r: node for r in unseen if (node := (gate_nodes or {}).get(r))}
+    drained = {r: node for r, node in ran_on.items() if node in cordoned}
+    for rank, node in drained.items():
+        failures.append(
+            Failure(
+                reason=PREEMPTED,
+                message=(
+                    f"rank {rank}'s pod went while the operator was not watching, and its node {node} "
+                    "is cordoned, as a drain leaves it: taken as evicted through the Eviction API"
+                ),
+                permanent=False,
+                node=node,
+            )
+        )
+    completable = not failures and all(p.deleting_since is None for p in pods)
+    never_created = {r for r in unseen if r not in ran_on and r in being_created} if completable else set()
+    lost = [r for r in unseen if r not in drained and r not in never_created]
+    if lost:
         failures.append(
             Failure(
                 reason="PodDeleted",
-                message=f"pods of ranks {missing} disappeared after the gang started",
+                message=f"pods of ranks {lost} disappeared after the gang started",
                 permanent=False,
             )
         )
     return tuple(failures)
+
+
+def _deleted(pod: ObservedPod) -> Failure:
+    return Failure(
+        reason="PodDeleted",
+        message=f"rank {pod.rank} (pod {pod.name}) was deleted while the gang ran"
+        + (f" ({pod.disruption.reason}: {pod.disruption.message})" if pod.disruption else ""),
+        permanent=False,
+        pod=pod.name,
+        node=pod.node,
+    )
+
+
+def _judge_pod(pod: ObservedPod, *, dead_node: bool = False, gone: bool = False) -> Failure | None:
+    """The failure one pod of the current gang shows, if any; ``gone``: its last copy before it
+    went (it counts as being deleted)."""
+    if pod.kueue_stopped is not None:
+        return Failure(
+            reason=PREEMPTED,
+            message=f"Kueue stopped rank {pod.rank} (pod {pod.name}) with the whole gang ({pod.kueue_stopped})",
+            permanent=False,
+            pod=pod.name,
+            node=pod.node,
+        )
+    if dead_node:
+        return Failure(
+            reason="NodeNotReady",
+            message=f"node {pod.node} of rank {pod.rank} (pod {pod.name}) is NotReady",
+            permanent=False,
+            pod=pod.name,
+            node=pod.node,
+        )
+    end = pod.main_end
+    deleting = gone or pod.deleting_since is not None
+    disruption = pod.disruption.reason if pod.disruption is not None else ""
+    if deleting and disruption in PREEMPTING_DISRUPTIONS:
+        return Failure(
+            reason=PREEMPTED,
+            message=(
+                f"rank {pod.rank} (pod {pod.name} on {pod.node}) was {PREEMPTING_DISRUPTIONS[disruption]} "
+                f"(DisruptionTarget {disruption}; it resumes from its last complete snapshot)"
+            ),
+            permanent=False,
+            pod=pod.name,
+            node=pod.node,
+        )
+    if deleting and disruption in NODE_LOST_DISRUPTIONS:
+        return Failure(
+            reason=NODE_LOST,
+            message=(
+                f"rank {pod.rank} (pod {pod.name} on {pod.node}) was {NODE_LOST_DISRUPTIONS[disruption]} "
+                f"(DisruptionTarget {disruption})"
+            ),
+            permanent=False,
+            pod=pod.name,
+            node=pod.node,
+        )
+    if end is not None and end.exit_code == TrainExit.PREEMPTED:
+        return Failure(
+            reason=PREEMPTED,
+            message=(
+                f"rank {pod.rank} (pod {pod.name} on {pod.node}) stopped on SIGTERM with exit code "
+                f"{end.exit_code} (preempted; it resumes from its last complete snapshot)"
+            ),
+            permanent=False,
+            pod=pod.name,
+            node=pod.node,
+        )
+    if end is not None and end.exit_code != 0:
+        permanent = is_permanent_exit(end.exit_code)
+        why = PERMANENT_EXIT_CODES.get(end.exit_code, end.reason or "error")
+        return Failure(
+            reason="PodFailed",
+            message=(
+                f"rank {pod.rank} (pod {pod.name} on {pod.node}) exited with code {end.exit_code} ({why})"
+                + (f": {end.message.strip()[:300]}" if end.message.strip() else "")
+            ),
+            permanent=permanent,
+            pod=pod.name,
+            node=pod.node,
+        )
+    if pod.phase == "Failed":
+        return Failure(
+            reason="PodFailed",
+            message=(
+                f"rank {pod.rank} (pod {pod.name}) failed: {pod.reason or 'unknown reason'}"
+                + (f": {pod.message}" if pod.message else "")
+            ),
+            permanent=False,
+            pod=pod.name,
+            node=pod.node,
+        )
+    if pod.deleting_since is not None and (pod.disruption is not None or not pod.main_started):
+        return _deleted(pod)
+    return None
 
 
 def restart_backoff(restarts: int, settings: PolicySettings) -> float:

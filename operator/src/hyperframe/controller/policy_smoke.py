@@ -21,7 +21,7 @@ from hyperframe.smoke_report import Fault, SmokeReport
 
 from .observed import ObservedPod
 
-__all__ = ["GateFailure", "GateVerdict", "judge_gates", "merge_smoke_status", "smoke_entry"]
+__all__ = ["GateFailure", "GateVerdict", "gate_nodes", "judge_gates", "merge_smoke_status", "smoke_entry"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +70,7 @@ def smoke_entry(report: SmokeReport, *, pod: ObservedPod, node: str) -> dict[str
     entry: dict[str, Any] = {
         "node": node,
         "rank": pod.rank,
+        "gangGeneration": pod.generation,
         "passed": passed,
         "exitCode": exit_code,
         "busBandwidthGBps": report.busbw_gbps,
@@ -79,6 +80,16 @@ def smoke_entry(report: SmokeReport, *, pod: ObservedPod, node: str) -> dict[str
         entry["reason"] = (report.failed_check or f"exit {exit_code}")[:256]
         entry["message"] = (f"{report.reason} {report.remedy}".strip())[:4096]
     return {key: value for key, value in entry.items() if value is not None}
+
+
+def gate_nodes(smoke: Mapping[str, Any] | None, generation: int) -> dict[int, str]:
+    """Rank -> node of every gate of gang generation ``generation`` that ``status.smokeTest`` holds:
+    where each rank's pod ran, known even after the pod is gone."""
+    found: dict[int, str] = {}
+    for entry in (smoke or {}).get("nodes") or ():
+        if isinstance(entry, Mapping) and entry.get("gangGeneration") == generation and entry.get("node"):
+            found[int(entry.get("rank", 0) or 0)] = str(entry["node"])
+    return found
 
 
 def merge_smoke_status(

@@ -144,7 +144,15 @@ class Reconciler:
             plan = invalid(generation, stored, self._caches.pods_of(key), exc, now)
             return await self._apply(key, body, stored, plan)
         facts = facts_of(job, body)
-        plan = reconcile(facts, stored, self._caches.pods_of(key), self._caches.nodes, now, self._settings)
+        plan = reconcile(
+            facts,
+            stored,
+            self._caches.pods_of(key),
+            self._caches.nodes,
+            now,
+            self._settings,
+            departed=self._caches.departed_of(key),
+        )
         objects: list[dict[str, Any]] = []
         describe: Describe = _raw_message
         if plan.create_ranks:
@@ -256,6 +264,11 @@ class Reconciler:
                 self._caches.put_job(fresh)
             if patch:
                 self._count(stored, plan)
+        # A pod created again (a rank completed, a refused gang retried) is judged by itself, not by
+        # the copy of it that went.
+        self._caches.forget_departed(
+            key, [str(o["metadata"]["name"]) for o in objects or () if o.get("kind") == "Pod"]
+        )
         actions = [self._delete_pod(namespace, d) for d in plan.delete_pods]
         outcome, *results = await asyncio.gather(
             create_gang(self._kube, namespace, objects or (), describe or _raw_message),

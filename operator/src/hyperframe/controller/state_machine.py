@@ -22,9 +22,9 @@ from .policy_gang import Refusal, refusal_backoff, refusal_fix
 from .policy_progress import final_progress, rank0_progress
 from .policy_run import deadline_at, pods_to_clean, ttl_expires_at
 from .policy_schedule import stuck_gang
-from .policy_smoke import judge_gates, merge_smoke_status
+from .policy_smoke import gate_nodes, judge_gates, merge_smoke_status
 from .policy_success import succeeded_rank0
-from .status import ConditionType, JobStatus, Phase, set_condition
+from .status import ConditionType, GangCreation, JobStatus, Phase, set_condition
 
 __all__ = ["hold", "invalid", "reconcile", "refused"]
 
@@ -45,6 +45,8 @@ class _Draft:
     requeue: list[float] = field(default_factory=list)
     delete_job: bool = False
     gate_failures: tuple[str, ...] = ()
+    gang_seen_whole: bool = False
+    """Every pod of the current gang generation is in the cache: ``status.gangCreation`` is done."""
 
     def cond(self, type_: ConditionType, ok: bool, reason: str, message: str, *, new: bool = False) -> None:
         self.status = self.status.replace(
@@ -101,11 +103,18 @@ def reconcile(
     nodes: Mapping[str, NodeState],
     now: datetime,
     settings: PolicySettings,
+    *,
+    departed: Sequence[ObservedPod] = (),
 ) -> Plan:
-    """Decide the next status and actions for one job."""
+    """Decide the next status and actions for one job.
+
+    ``departed``: the last copy the operator saw of each of the job's pods that are gone (see
+    :func:`~.policy_failure.find_failures`).
+    """
     if job.deleting:
         return Plan(status=stored)
-    d = _Draft(job=job, now=now, status=stored.replace(observed_generation=job.generation))
+    base = stored.replace(observed_generation=job.generation)
+    d = _Draft(job=job, now=now, status=base)
     if stored.phase is None:
         d.status = d.status.replace(phase=Phase.PENDING)
         d.cond(C.CREATED, True, "Created", f"gang of {job.num_nodes} pods")
@@ -118,8 +127,20 @@ def reconcile(
     elif job.run_policy.suspend:
         _suspend(d, pods)
     else:
-        _active(d, pods, nodes, dead, settings)
+        _active(d, pods, nodes, dead, departed, settings)
+    _settle_creation(d, base)
     return d.plan()
+
+
+def _settle_creation(d: _Draft, base: JobStatus) -> None:
+    """Drop ``status.gangCreation`` once every pod of it was seen, in a status write that happens
+    anyway (a transition, or a plan that acts): a write of its own would cost one request per gang.
+    Until then a rank of it that goes unseen would be created again rather than restart the gang."""
+    if d.status.gang_creation is None or not d.gang_seen_whole:
+        return
+    done = d.status.replace(gang_creation=None)
+    if done != base.replace(gang_creation=None) or d.deletions or d.create or d.delete_job:
+        d.status = done
 
 
 def _force_stuck(
@@ -163,7 +184,7 @@ def _suspend(d: _Draft, pods: Sequence[ObservedPod]) -> None:
         if pods:
             # The next gang is a new generation, so a resumed job never adopts a dying pod.
             d.status = d.status.replace(gang_generation=d.status.gang_generation + 1)
-        d.status = d.status.replace(start_time=None)
+        d.status = d.status.replace(start_time=None, gang_creation=None)
         d.phase(Phase.SUSPENDED, "runPolicy.suspend is true: pods deleted")
     for deletion in pods_to_clean(pods, d.job.run_policy.clean_pod_policy, everything=True):
         d.deletions.setdefault(deletion.name, deletion)
@@ -183,7 +204,7 @@ def _finish(
     d.clear(C.RUNNING, reason, message)
     d.clear(C.SMOKE_TESTING, reason)
     d.clear(C.RESTARTING, reason)
-    d.status = d.status.replace(completion_time=d.now, message=message)
+    d.status = d.status.replace(completion_time=d.now, message=message, gang_creation=None)
     _final_figures(d, pods)
     d.phase(phase, message, warning=not ok)
     if not ok and reason != phase.value:
@@ -210,6 +231,7 @@ def _active(
     pods: Sequence[ObservedPod],
     nodes: Mapping[str, NodeState],
     dead: set[str],
+    departed: Sequence[ObservedPod],
     settings: PolicySettings,
 ) -> None:
     job, policy = d.job, d.job.run_policy
@@ -250,11 +272,18 @@ def _active(
         _finish(d, pods, Phase.SUCCEEDED, "Succeeded", f"rank 0 (pod {winner.name}) completed successfully")
         return
 
+    record = d.status.gang_creation
     failures = find_failures(
         current,
         num_nodes=job.num_nodes,
         gates=gates,
         dead_node_pods={p.name for p in current if p.name in dead},
+        being_created=frozenset(
+            record.ranks if record is not None and record.generation == generation else ()
+        ),
+        departed={p.rank: p for p in departed if p.generation == generation},
+        gate_nodes=gate_nodes(d.status.smoke_test, generation),
+        cordoned={n.name for n in nodes.values() if n.cordoned},
     )
     if failures:
         d.gate_failures = tuple(g.failed_check for g in gates.failures)
@@ -276,6 +305,14 @@ def _active(
 
     present = {p.rank for p in current}
     d.create = tuple(rank for rank in range(job.num_nodes) if rank not in present)
+    if d.create:
+        # Recorded before the creates (the status write precedes them): an operator that stops
+        # between two creates leaves ranks its successor creates, not a gang it restarts.
+        earlier = record.ranks if record is not None and record.generation == generation else ()
+        ranks = tuple(sorted({*earlier, *d.create}))
+        d.status = d.status.replace(gang_creation=GangCreation(generation=generation, ranks=ranks))
+    elif len(current) == job.num_nodes:
+        d.gang_seen_whole = True
     _progress_phase(d, current, gates.started, gates.all_passed)
 
 
@@ -442,7 +479,7 @@ def _fail_gang(
         else f"gang restart {restarts}/{policy.backoff_limit} after {first.reason}: {first.message}"
     )
     d.status = d.status.replace(
-        restarts=restarts, gang_generation=d.status.gang_generation + 1, message=message
+        restarts=restarts, gang_generation=d.status.gang_generation + 1, message=message, gang_creation=None
     )
     d.cond(C.RESTARTING, True, first.reason, message, new=True)
     d.clear(C.RUNNING, "Restarting", message)
@@ -536,7 +573,8 @@ def refused(
         f"is kept; the whole gang is tried again in {wait:g} s (refusal {count} in a row)"
     )
     facts = JobFacts(namespace="", name="", generation=job_generation, num_nodes=0, run_policy=RunPolicy())
-    d = _Draft(job=facts, now=now, status=status.replace(create_refusals=count, message=message))
+    status = status.replace(create_refusals=count, message=message, gang_creation=None)
+    d = _Draft(job=facts, now=now, status=status)
     d.cond(C.GANG_REFUSED, True, reason, message, new=True)
     d.event(EventType.WARNING, "FailedCreate", message)
     d.deletions.update(rollback)

@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "Condition",
     "ConditionType",
+    "GangCreation",
     "JobStatus",
     "Phase",
     "format_time",
@@ -131,6 +132,29 @@ def set_condition(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GangCreation:
+    """``status.gangCreation``: the ranks of gang generation ``generation`` being created, recorded
+    (resourceVersion-checked) before the first create. A rank it names that is missing was never
+    created, not created and gone, unless the operator saw a pod of it."""
+
+    generation: int
+    ranks: tuple[int, ...]
+
+    @classmethod
+    def from_dict(cls, raw: object) -> GangCreation | None:
+        if not isinstance(raw, Mapping):
+            return None
+        ranks = raw.get("ranks") or ()
+        return cls(
+            generation=int(raw.get("gangGeneration", 0) or 0),
+            ranks=tuple(sorted({int(r) for r in ranks if isinstance(r, int)})),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gangGeneration": self.generation, "ranks": list(self.ranks)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobStatus:
     """``status`` as a reconcile sees it; ``progress`` is the stored wire form, changed only for a
     finished job."""
@@ -141,6 +165,8 @@ class JobStatus:
     create_refusals: int = 0
     """Gang creations refused in a row (see :mod:`.policy_gang`)."""
     gang_generation: int = 0
+    gang_creation: GangCreation | None = None
+    """Set while the pods of a gang are being created (see :class:`GangCreation`)."""
     excluded_nodes: tuple[str, ...] = ()
     smoke_test: Mapping[str, Any] | None = None
     """``status.smokeTest`` in its wire form (built by :mod:`~hyperframe.controller.policy_smoke`)."""
@@ -173,6 +199,7 @@ class JobStatus:
             restarts=int(raw.get("restarts", 0) or 0),
             create_refusals=int(raw.get("createRefusals", 0) or 0),
             gang_generation=int(raw.get("gangGeneration", 0) or 0),
+            gang_creation=GangCreation.from_dict(raw.get("gangCreation")),
             excluded_nodes=tuple(str(n) for n in raw.get("excludedNodes") or ()),
             smoke_test=dict(raw["smokeTest"]) if isinstance(raw.get("smokeTest"), Mapping) else None,
             observed_generation=int(raw.get("observedGeneration", 0) or 0),
@@ -189,6 +216,7 @@ class JobStatus:
             "restarts": self.restarts,
             "createRefusals": self.create_refusals,
             "gangGeneration": self.gang_generation,
+            "gangCreation": self.gang_creation.to_dict() if self.gang_creation is not None else None,
             "excludedNodes": list(self.excluded_nodes),
             "smokeTest": dict(self.smoke_test) if self.smoke_test is not None else None,
             "observedGeneration": self.observed_generation,
