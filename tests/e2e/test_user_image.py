@@ -24,6 +24,7 @@ Where the real node cannot run here these tests skip with the reason (fail with 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -111,6 +112,8 @@ def platform(
         "delete", "pv", "user-project-data", _hf_volume()["metadata"]["name"], "--wait=false", check=False
     )
     shutil.rmtree(_volume_dir(), ignore_errors=True)
+    with contextlib.suppress(OSError):  # the README's `install -d` made it; other volumes may share it
+        _volume_dir().parent.rmdir()
 
 
 def _readme_blocks() -> list[str]:
