@@ -341,9 +341,8 @@ def test_the_readme_trains_your_own_model_on_the_volume_and_resumes_a_killed_tra
     name, spec = job["metadata"]["name"], job["spec"]
     frames = spec["frames"]["frames"]
     every = spec["frames"]["checkpoint"]["everyFrames"]
-    samples = (
-        spec["frames"]["microBatchesPerFrame"] * spec["frames"]["microBatchSize"]
-    )  # per frame, 1 replica
+    # Samples per frame of the one data-parallel replica: what its loader position counts.
+    samples = spec["frames"]["microBatchesPerFrame"] * spec["frames"]["microBatchSize"]
     volume = _volume_dir()
     shutil.rmtree(volume, ignore_errors=True)  # an earlier session's files: the README makes it anew
     log = tmp_path / "readme.log"
