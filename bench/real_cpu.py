@@ -124,14 +124,18 @@ ROWS: dict[str, Row] = {
 }
 
 
-def _config(row: Row, policy: str) -> TrainConfig:
+WHOLE_ROW = "cpu-tiny-whole"
+"""The user-experience row: whole 100-frame runs of cpu-tiny, default against 1F1B (``bench.whole_run``)."""
+
+
+def _config(row: Row, policy: str, frames: int = 10**6) -> TrainConfig:
     return TrainConfig(
         pipeline=row.pipeline,
         data=row.data,
         policy="1f1b" if policy == CONTROL else policy,  # type: ignore[arg-type]
         microbatches_per_frame=row.microbatches,
         micro_batch_size=row.micro_batch_size,
-        frames=10**6,
+        frames=frames,
         replan_every=1 if policy == "hyperframe" else 0,
         # layer_split left at its default, "auto": the hyperframe policy measures the split and
         # re-splits where that is predicted 10 % faster; torch's schedules run the even split.
@@ -202,6 +206,8 @@ def _worker(rank: int, row: Row, repeats: int, port: int, out: str) -> None:
         runs.append(
             {
                 "frame_s": {p: [m.frame_s for m in loops[p].result.metrics] for p in order},
+                "dp_overlap": {p: [m.dp_overlap_share for m in loops[p].result.metrics] for p in order},
+                "dp_wait": {p: [m.comm_wait_share for m in loops[p].result.metrics] for p in order},
                 "schedules": [m.schedule for m in hyper.result.metrics],
                 "exploring": [m.exploring for m in hyper.result.metrics],
                 "predicted_s": [m.predicted_frame_s for m in hyper.result.metrics],
@@ -341,6 +347,12 @@ def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
                 "predicted_ms": round(1e3 * statistics.median(p for p, _ in after), 2) if after else None,
                 "measured_ms": round(1e3 * statistics.median(g for _, g in after), 2) if after else None,
                 "events": run["events"],
+                "dp_overlap": {p: round(statistics.median(run["dp_overlap"][p][1:]), 3) for p in policies}
+                if row.data > 1
+                else {},
+                "dp_wait_share": {p: round(statistics.median(run["dp_wait"][p][1:]), 4) for p in policies}
+                if row.data > 1
+                else {},
             }
         )
     before, after_s = raw["exchange_s"]
@@ -357,6 +369,7 @@ def _summarise(row: Row, raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_row(row: Row, repeats: int) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         mp.start_processes(  # type: ignore[attr-defined,no-untyped-call]
@@ -365,18 +378,29 @@ def run_row(row: Row, repeats: int) -> dict[str, Any]:
             nprocs=row.pipeline * row.data,
             start_method="spawn",
         )
-        return _summarise(row, json.loads(out.read_text(encoding="utf-8")))
+        result = _summarise(row, json.loads(out.read_text(encoding="utf-8")))
+    result["load_average_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, from {', '.join(ROWS)}")
+    names = [*ROWS, WHOLE_ROW]
+    parser.add_argument("--rows", default=",".join(names), help=f"comma-separated, from {', '.join(names)}")
     parser.add_argument("--frames", type=int, default=0, help="frames per policy per repeat (0: the row's)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--whole-runs", type=int, default=9, help=f"rounds of {WHOLE_ROW} (bench.whole_run)")
     parser.add_argument("--json", action="store_true", help="print the raw JSON result only")
     args = parser.parse_args()
     results = []
     for name in args.rows.split(","):
+        if name == WHOLE_ROW:
+            from bench.whole_run import print_whole, run_whole  # it imports this module
+
+            results.append(run_whole(args.whole_runs, 100))
+            if not args.json:
+                print_whole(results[-1])
+            continue
         row = ROWS[name]
         if args.frames:
             row = Row(**{**row.__dict__, "frames": args.frames})
@@ -391,7 +415,10 @@ def _print(result: dict[str, Any]) -> None:
     print(
         f"\n{result['row']}: {result['layout']}, GPT {result['model']}, m={result['m']} x {result['micro_batch_size']}"
     )
-    print(f"  noisy CPU (shared cores); {result['frames']} frames per policy per repeat, policies alternate")
+    print(
+        f"  noisy CPU (shared cores, load average (1 min) {result['load_average_1m'][0]} before, "
+        f"{result['load_average_1m'][1]} after); {result['frames']} frames per policy per repeat, policies alternate"
+    )
     for i, rep in enumerate(result["repeats"]):
         cells = ", ".join(
             f"{p} {ms:.1f} (±{100 * rep['spread'][p] / 2:.0f}%)" for p, ms in rep["median_ms"].items()
@@ -408,6 +435,12 @@ def _print(result: dict[str, Any]) -> None:
             f"of a 100-frame run paired with torch's frames of the same rounds "
             f"({100 * rep['explore_share_of_100_frames']:.1f}% by the runtime's own estimate); steady state predicted {rep['predicted_ms']} ms vs measured {rep['measured_ms']} ms"
         )
+        if rep["dp_overlap"]:
+            cells = ", ".join(
+                f"{p} {100 * v:.0f}% (exposed wait {100 * rep['dp_wait_share'][p]:.1f}% of the frame)"
+                for p, v in rep["dp_overlap"].items()
+            )
+            print(f"    DP all-reduce time hidden behind compute, median over frames: {cells}")
         for event in rep["events"]:
             print(f"      {event}")
     before, after = result["exchange_ms_before_after"]

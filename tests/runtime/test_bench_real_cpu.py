@@ -50,3 +50,32 @@ def test_paired_explore_cost_counts_the_first_horizon_frames_only() -> None:
     exploring = [150 <= i < 160 for i in range(300)]
     cost, _ = paired_explore_cost(mine, theirs, exploring, [0.0] * 300)
     assert cost == 0.0
+
+
+def _whole(policy: str, total: float, boundary: float = 0.0) -> dict[str, object]:
+    return {
+        "policy": policy, "total_s": total, "build_s": 0.1, "frames_s": total - 0.2 - boundary,
+        "boundary_s": boundary, "planner_s": 0.0, "exploring_frames": 10 if policy == "hyperframe" else 0,
+        "schedule_frames": {"1f1b": 100}, "last_schedule": "1f1b", "winner": "1f1b",
+        "layer_split": [], "events": [],
+    }  # fmt: skip
+
+
+def test_whole_runs_are_compared_round_by_round() -> None:
+    from bench.whole_run import summarise
+
+    rounds = [
+        {
+            "hyperframe": _whole("hyperframe", h, 0.05),
+            "1f1b": _whole("1f1b", t),
+            "1f1b-again": _whole("1f1b-again", a),
+        }
+        for h, t, a in [(2.2, 2.0, 2.0), (3.0, 3.0, 3.3), (1.9, 2.0, 1.8)]
+    ]
+    result = summarise(rounds, 100)
+    assert result["ratio"] == {"median": 1.0, "min": 0.95, "max": 1.1}
+    assert result["ratio_of_sums"] == pytest.approx(round(7.1 / 7.0, 3))
+    assert result["control_ratio"] == {"median": 1.0, "min": 0.9, "max": 1.1}
+    assert result["median_s"]["hyperframe"] == {
+        "total_s": 2.2, "build_s": 0.1, "frames_s": 1.95, "boundary_s": 0.05, "rest_s": 0.1
+    }  # fmt: skip

@@ -34,6 +34,7 @@ from hyperframe_runtime.models.spec import ModelSpec, load_model_spec
 from hyperframe_runtime.pipeline.checkpoint import SnapshotMismatchError
 from hyperframe_runtime.pipeline.frame_loop import train
 from hyperframe_runtime.pipeline.preemption import StopFlag
+from hyperframe_runtime.process_group import leave_process_group
 
 __all__ = ["main"]
 
@@ -101,8 +102,10 @@ def _run(config_path: str, stop: StopFlag) -> int:
         timeout=_PG_TIMEOUT,
         device_id=device if device.type == "cuda" else None,
     )
+    together = False
     try:
         result = train(config, spec=spec, device=device, stop=stop)
+        together = True  # every rank ran every frame, or stopped at the same agreed boundary
         if rank == 0 and result.metrics:
             last = result.metrics[-1]
             verb = "preempted after" if result.preempted else "done:"
@@ -111,7 +114,7 @@ def _run(config_path: str, stop: StopFlag) -> int:
         print(f"hyperframe-train: {exc}", file=sys.stderr)
         return int(EXIT_CONFIG)
     finally:
-        dist.destroy_process_group()
+        leave_process_group(together=together)
     return int(EXIT_PREEMPTED if result.preempted else TrainExit.OK)
 
 

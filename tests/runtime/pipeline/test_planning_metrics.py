@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hyperframe_runtime.config import TrainConfig
-from hyperframe_runtime.pipeline.metrics import RankFrame, frame_metrics
+from hyperframe_runtime.pipeline.metrics import RankFrame, frame_metrics, in_flight_s
 from hyperframe_runtime.pipeline.planning import (
     FramePlan,
     costs_from_samples,
@@ -85,6 +86,7 @@ def test_frame_metrics_and_trace_files(tmp_path: Path) -> None:
     assert metrics.bubble_share == pytest.approx(0.2)  # 0.6 s program - 0.4 s compute
     assert metrics.comm_wait_share == pytest.approx(0.1)
     assert metrics.peak_memory_bytes == 2000
+    assert metrics.dp_overlap_share == 0.0  # no DP all-reduce ran
 
     writer = TraceWriter(tmp_path)
     writer.add_frame(1, ranks, metrics)
@@ -118,3 +120,21 @@ def test_estimate_p2p_from_idle_consumers_of_cross_rank_inputs() -> None:
     ]
     assert estimate_p2p(window, Placement.one_per_rank(2)) == pytest.approx(0.10)  # median of 0.05, 0.15
     assert estimate_p2p(window[:1], Placement.one_per_rank(2)) == 0.0
+
+
+def test_dp_overlap_is_the_share_of_the_all_reduces_in_flight_that_no_rank_waited_for() -> None:
+    # Rank 0: stage 0's all-reduce from 0.2 to 0.5 s and stage 1's from 0.4 to 0.6 s (0.4 s in
+    # flight together), of which it waited 0.1 s at the frame end; rank 1: 0.1 s in flight, all
+    # of it waited for. 0.5 s in flight, 0.2 s exposed: 60 % hidden.
+    ranks = [
+        replace(_rank(0, [], 0.8), reduces=[(0, 0.2, 0.5), (1, 0.4, 0.6)]),
+        replace(_rank(1, [1.0], 0.8), reduces=[(1, 0.5, 0.6)]),
+    ]
+    metrics = frame_metrics(1, ranks, samples_per_frame=8, tokens_per_sample=16, loss_terms=2)
+    assert metrics.dp_overlap_share == pytest.approx(0.6)
+    assert metrics.comm_wait_share == pytest.approx(0.1 / 0.8)
+
+
+def test_in_flight_time_is_the_union_of_the_spans() -> None:
+    assert in_flight_s([]) == 0.0
+    assert in_flight_s([(3, 0.5, 0.7), (0, 0.1, 0.3), (1, 0.2, 0.4), (2, 0.25, 0.35)]) == pytest.approx(0.5)

@@ -8,6 +8,10 @@ slowest rank's wall time for the frame including the optimizer step):
   host they cannot be told apart), plus the time to issue sends and receives.
 - ``comm_wait_share``: time blocked on the data-parallel gradient all-reduce after the pipeline
   program, i.e. the part of DP communication that did not overlap with compute.
+- ``dp_overlap_share``: the share of the DP all-reduces' time in flight that was hidden behind
+  the rank's remaining work: ``1 - exposed wait / in flight``, summed over ranks, where a rank's
+  in-flight time is the union of its stages' all-reduce spans (from the REDUCE_GRAD point until
+  seen complete, which is after the op it completed during: an upper bound); 0 without DP.
 - ``data_wait_share``: time waiting for the frame's batch (``hyperframe_runtime.data``): reading
   it in the training process, or the part of the DataLoader workers' reading that prefetch did not
   hide. It is inside the frame time, so ``samples_per_s`` is samples over wall-clock time.
@@ -50,6 +54,7 @@ __all__ = [
     "RankSummary",
     "exchange_summaries",
     "frame_metrics",
+    "in_flight_s",
     "metrics_from_summaries",
     "peak_memory_bytes",
     "reset_peak_memory",
@@ -70,6 +75,8 @@ class RankSummary:
     """Largest relative drift of this rank's measured op costs from those its plan was made from."""
     data_wait_s: float = 0.0
     """Seconds this rank waited for the frame's batch (inside ``frame_s``)."""
+    dp_in_flight_s: float = 0.0
+    """Seconds this rank had a DP all-reduce in flight (the union of its stages' spans)."""
 
     def to_list(self) -> list[float]:
         return [getattr(self, name) for name in self.__slots__]
@@ -165,6 +172,7 @@ class RankFrame:
             loss_sum=sum(self.losses),
             peak_memory_bytes=float(self.peak_memory_bytes),
             data_wait_s=self.data_wait_s,
+            dp_in_flight_s=in_flight_s(self.reduces),
         )
 
 
@@ -192,6 +200,7 @@ class FrameMetrics:
     activation_peak_1f1b_bytes: float = 0.0
     data_wait_share: float = 0.0
     rank_peak_memory_bytes: tuple[int, ...] = ()
+    dp_overlap_share: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -229,6 +238,8 @@ def metrics_from_summaries(
     bubble = sum(max(0.0, r.pipeline_s - r.compute_s) for r in ranks) / len(ranks)
     comm = sum(r.dp_wait_s for r in ranks) / len(ranks)
     data = sum(r.data_wait_s for r in ranks) / len(ranks)
+    in_flight = sum(r.dp_in_flight_s for r in ranks)
+    exposed = sum(min(r.dp_wait_s, r.dp_in_flight_s) for r in ranks)
     return FrameMetrics(
         frame=frame,
         loss=loss,
@@ -240,7 +251,18 @@ def metrics_from_summaries(
         bubble_share=bubble / frame_s if frame_s > 0 else 0.0,
         data_wait_share=data / frame_s if frame_s > 0 else 0.0,
         rank_peak_memory_bytes=tuple(int(r.peak_memory_bytes) for r in ranks),
+        dp_overlap_share=1.0 - exposed / in_flight if in_flight > 0 else 0.0,
     )
+
+
+def in_flight_s(spans: Sequence[tuple[int, float, float]]) -> float:
+    """Seconds covered by the union of ``(stage, start, end)`` spans."""
+    total, reach = 0.0, float("-inf")
+    for _, start, end in sorted(spans, key=lambda s: s[1]):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def peak_memory_bytes(device: torch.device) -> int:

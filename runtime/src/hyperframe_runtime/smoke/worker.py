@@ -17,6 +17,7 @@ from typing import Final, Protocol
 import torch
 import torch.distributed as dist
 
+from hyperframe_runtime.process_group import leave_process_group
 from hyperframe_runtime.smoke.collective import (
     PrefixStore,
     TCPStore,
@@ -144,7 +145,8 @@ def _join_job(
     except Exception as exc:
         figures, failure = [], _collective_failure(rank, "all-reduce", exc)
     stage("teardown")
-    dist.destroy_process_group()
+    # A rank that failed may have left its peers inside a collective: it leaves alone.
+    leave_process_group(together=failure is None)
     return replace(record, failure=failure, allreduce=tuple(figures), group_init_s=init_s)
 
 
