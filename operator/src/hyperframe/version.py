@@ -23,7 +23,7 @@ def distribution_version(name: str) -> str | None:
     """The installed version of distribution ``name``; None when it is not installed.
 
     Read once per process: the operator renders every gang with it, and a metadata lookup scans
-    the import path (about a tenth of the operator's CPU per job when it was read per render).
+    the import path (about 1 ms of CPU of the 15 ms a 4-pod gang takes to render).
     """
     try:
         return version(name)
