@@ -10,9 +10,12 @@ client threads send ``--count`` requests of one kind, as fast as the API server 
 - ``pod create``: the same pod really created (the scheduler binds it, KWOK runs it);
 - ``event``: a Normal event on the job, as the operator posts one per transition;
 - ``status patch``: a merge patch of one condition of a job's status, each client patching its
-  own job;
+  own job; ``status patch, no CEL`` the same on a copy of the HyperFrameJob CRD under another
+  group without its CEL rules (what the API server's evaluation of the rules costs a status
+  write: it validates the whole object, spec included, on every write of the status);
 - ``configmap``, ``service``: the job's ConfigMap and headless Service under new names (a
-  Service costs the controller-manager its EndpointSlice too, here an empty one).
+  Service costs the controller-manager its EndpointSlice too, here an empty one: its selector
+  matches no pod).
 
 After each batch the bench waits until the control plane is back at its idle rate (measured for
 10 s at the start: node leases, resyncs), and charges each process's CPU seconds over the batch and
@@ -36,6 +39,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hyperframe.constants import GROUP, JOB_PLURAL, VERSION
 from hyperframe.controller.events import event_body
 from hyperframe.controller.plan import Event, EventType
@@ -46,6 +50,7 @@ from bench.cluster_load import ApiClients, CpuClock, bench_job, bench_runtime
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "api-costs"
+_NO_CEL_GROUP = f"no-cel.{GROUP}"
 _SETTLE_MAX_S = 30.0
 _IDLE_S = 10.0
 _IDLE_MARGIN = 0.05
@@ -99,13 +104,22 @@ def _kinds(
         )
 
     def service(i: int, tag: str) -> Request:
-        return ("POST", f"/api/v1/namespaces/{ns}/services", _renamed(by_kind["Service"], f"svc-{tag}-{i}"))
+        body = _renamed(by_kind["Service"], f"svc-{tag}-{i}")
+        # A selector of no pod: the Services of earlier rounds must not select the pods created
+        # later, or each pod create would cost the controller-manager an update of every slice.
+        body["spec"]["selector"] = {"api-costs.hyperframe.dev/service": f"{tag}-{i}"}
+        return ("POST", f"/api/v1/namespaces/{ns}/services", body)
+
+    def status_no_cel(i: int, tag: str) -> Request:
+        _, path, body = status(i, tag)
+        return ("PATCH", path.replace(f"/apis/{GROUP}/", f"/apis/{_NO_CEL_GROUP}/"), body)
 
     return {
         "pod dry run": dry_run,
         "pod create": create_pod,
         "event": event,
         "status patch": status,
+        "status patch, no CEL": status_no_cel,
         "configmap": configmap,
         "service": service,
     }
@@ -148,6 +162,22 @@ def _idle_rate(cpu: CpuClock) -> dict[str, float]:
     return {name: used / _IDLE_S for name, used in cpu.used().items()}
 
 
+def _without_cel(crd: dict[str, Any]) -> dict[str, Any]:
+    """The HyperFrameJob CRD under another group, without its CEL rules (x-kubernetes-validations)."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k != "x-kubernetes-validations"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    out: dict[str, Any] = strip(crd)
+    out["metadata"] = {"name": f"{JOB_PLURAL}.{_NO_CEL_GROUP}"}
+    out["spec"]["group"] = _NO_CEL_GROUP
+    return out
+
+
 def _settle(cpu: CpuClock, idle: float) -> None:
     """Wait until the control plane is back at its idle rate (+ 5 % of a core), at most 30 s."""
     deadline = time.monotonic() + _SETTLE_MAX_S
@@ -166,9 +196,14 @@ def measure(
     kubectl = cluster.kubectl
     kubectl.run("create", "namespace", NAMESPACE)
     kubectl.run("apply", "--validate=false", "-f", "-", input=json.dumps(bench_runtime()))
+    crd = yaml.safe_load((REPO / "crds" / f"{GROUP}_{JOB_PLURAL}.yaml").read_text(encoding="utf-8"))
+    kubectl.run("apply", "-f", "-", input=json.dumps(_without_cel(crd)))
+    kubectl.run("wait", "--for=condition=Established", f"crd/{JOB_PLURAL}.{_NO_CEL_GROUP}", "--timeout=60s")
     for k in range(clients):
-        job_doc = json.dumps(bench_job(f"costs-{k}", NAMESPACE))
-        kubectl.run("apply", "--validate=false", "-f", "-", input=job_doc)
+        doc = bench_job(f"costs-{k}", NAMESPACE)
+        kubectl.run("apply", "--validate=false", "-f", "-", input=json.dumps(doc))
+        doc["apiVersion"] = f"{_NO_CEL_GROUP}/{VERSION}"
+        kubectl.run("apply", "--validate=false", "-f", "-", input=json.dumps(doc))
     api = ApiClients(cluster, clients)
     job = api.get(f"/apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{JOB_PLURAL}/costs-0")
     runtime = api.get(f"/apis/{GROUP}/{VERSION}/hyperframeruntimes/{bench_runtime()['metadata']['name']}")
