@@ -1,7 +1,8 @@
 """Whole gangs or none, against the real control plane: a real ResourceQuota, the real admission.
 
-A ResourceQuota with room for part of a gang refuses the rest at the real create (each pod's dry
-run is admitted on its own); one with room for no pod refuses the dry run. In both cases no pod of
+A gang is dry-run once per role (rank 0 and one worker), not once per pod. A ResourceQuota with
+room for part of a gang refuses the rest at the real create (each dry run is admitted on its own);
+one with room for no pod refuses the dry run. In both cases no pod of
 the gang is left, the job says why (condition ``GangRefused`` and a ``FailedCreate`` event with
 the API server's message), and once the quota has room the whole gang is created. A gang left
 partial by an operator killed mid-creation is completed, or rolled back when the quota refuses the
@@ -11,6 +12,7 @@ webhook) costs the gang no restart: its successor creates the missing rank.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +89,34 @@ def _refused(op: OperatorProcess, kubectl: Kubectl, namespace: str, name: str) -
         timeout_s=30,
     )
     return st
+
+
+def _pod_creates(op: OperatorProcess) -> float:
+    """The operator's pod create requests sent so far, dry runs included (one counter for both)."""
+    for line in op.metrics().splitlines():
+        match = re.match(r"hyperframe_api_requests_total\{([^}]*)\} (\S+)", line)
+        if match and 'verb="create"' in match.group(1) and 'resource="pods"' in match.group(1):
+            return float(match.group(2))
+    return 0.0
+
+
+def test_a_gang_is_dry_run_once_per_role_then_created(
+    operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    """A 4-pod gang costs 2 dry runs (rank 0 and one worker) and 4 creates. The first test of the
+    module, so no other job of it is still creating pods."""
+    before = _pod_creates(operator)
+    kubectl.apply([gpu_job("per-role", namespace, nodes=4)])
+    wait(
+        operator,
+        lambda: live_pods(kubectl, namespace, "per-role"),
+        lambda ps: len(ps) == 4,
+        what="the 4 pods of per-role",
+    )
+    # Each request is counted as it is sent: once the 4 pods exist, every request of the gang is.
+    sent = _pod_creates(operator) - before
+    assert sent == 2 + 4, f"{sent} pod create requests (dry runs included) for a 4-pod gang"
+    kubectl.run("delete", "hyperframejob", "per-role", "-n", namespace, "--wait=true")
 
 
 def test_a_quota_with_room_for_part_of_the_gang_leaves_no_pod_and_the_job_says_why(

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from controller_builders import SETTINGS, Pod, at, job, ready
+from hyperframe.constants import LABEL_RANK, LABEL_ROLE
 from hyperframe.controller.gang import create_gang, dry_run_gang
 from hyperframe.controller.kube import ApiError
 from hyperframe.controller.observed import ObservedPod
@@ -166,23 +167,38 @@ class _QuotaServer:
         return stored
 
 
-def _gang(pods: int) -> list[dict[str, Any]]:
+def _pod(rank: int) -> dict[str, Any]:
+    role = "master" if rank == 0 else "worker"
+    labels = {LABEL_RANK: str(rank), LABEL_ROLE: role}
+    return {"kind": "Pod", "metadata": {"name": f"j-g0-{rank}", "labels": labels}}
+
+
+def _gang(pods: int, *, ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
     support = [{"kind": k, "metadata": {"name": "j"}} for k in ("Service", "ConfigMap")]
-    return support + [{"kind": "Pod", "metadata": {"name": f"j-g0-{r}"}} for r in range(pods)]
+    return support + [_pod(r) for r in (range(pods) if ranks is None else ranks)]
 
 
 def _describe(error: ApiError, kind: str) -> str:
     return f"{kind}: {error.message}"
 
 
-def test_the_dry_run_covers_every_pod_of_the_gang() -> None:
+def test_the_dry_run_sends_one_pod_of_each_role() -> None:
     server = _QuotaServer(room=0)
-    refusal = asyncio.run(dry_run_gang(server, "ns", _gang(3), _describe))  # type: ignore[arg-type]
+    refusal = asyncio.run(dry_run_gang(server, "ns", _gang(4), _describe))  # type: ignore[arg-type]
     # The Service and ConfigMap are not dry-run: a refusal of either comes before any pod's create.
-    assert sorted(server.dry_runs) == ["j-g0-0", "j-g0-1", "j-g0-2"]
+    # The workers differ only in their names and rank: the first one stands for all of them.
+    assert sorted(server.dry_runs) == ["j-g0-0", "j-g0-1"]
     assert refusal is not None and refusal.dry_run and refusal.status_code == 403
     assert refusal.message.startswith("Pod: ") and "exceeded quota" in refusal.message
     assert not server.stored
+
+
+def test_the_dry_run_of_a_partial_gang_sends_its_first_missing_worker() -> None:
+    server = _QuotaServer(room=0)
+    gang = _gang(4, ranks=(2, 3))
+    refusal = asyncio.run(dry_run_gang(server, "ns", gang, _describe))  # type: ignore[arg-type]
+    assert server.dry_runs == ["j-g0-2"]
+    assert refusal is not None and refusal.name == "j-g0-2" and refusal.dry_run
 
 
 def test_create_reports_the_refusal_with_the_pods_it_created() -> None:

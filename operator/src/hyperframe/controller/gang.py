@@ -1,4 +1,4 @@
-"""Carrying out the creation of a gang: the dry run of its pods and PodGroup, then the creates.
+"""Carrying out the creation of a gang: the dry run of its PodGroup and pods, then the creates.
 
 The decisions (what a refusal means, what to roll back, when to try again) are the state
 machine's (:func:`~hyperframe.controller.state_machine.refused`, :mod:`.policy_gang`); this module
@@ -12,10 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperframe.constants import LABEL_ROLE
+
 from .kube import ApiError, KubeApi
 from .policy_gang import REFUSED_STATUS_CODES, Refusal
 
-__all__ = ["Describe", "GangOutcome", "create_gang", "dry_run_gang"]
+__all__ = ["Describe", "GangOutcome", "create_gang", "dry_run_gang", "dry_run_objects"]
 
 Describe = Callable[[ApiError, str], str]
 """The job-level message for a refused object: (error, kind) -> message."""
@@ -60,15 +62,41 @@ before any pod is created (:func:`create_gang` creates them first), so their dry
 cost two requests per gang."""
 
 
+def dry_run_objects(objects: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """What :func:`dry_run_gang` sends: the PodGroup and the first pod of each role.
+
+    The pods of a gang differ only in their names, hostnames, rank (labels and environment) and
+    role label (``master`` for rank 0, ``worker`` otherwise). A quota, LimitRange, PodSecurity,
+    RBAC and the API server's validation therefore answer the dry run of one pod as they would
+    answer each of them: a dry run is admitted against what is stored, never against the gang's
+    other dry runs. A policy that tells ranks apart by more than the role is met on creation,
+    which rolls the gang back.
+    """
+    roles: set[str] = set()
+    checked: list[Mapping[str, Any]] = []
+    for obj in objects:
+        kind = obj.get("kind")
+        if kind in _NOT_DRY_RUN:
+            continue
+        if kind == "Pod":
+            role = str(((obj.get("metadata") or {}).get("labels") or {}).get(LABEL_ROLE, ""))
+            if role in roles:
+                continue
+            roles.add(role)
+        checked.append(obj)
+    return checked
+
+
 async def dry_run_gang(
     kube: KubeApi, namespace: str, objects: Sequence[Mapping[str, Any]], describe: Describe
 ) -> Refusal | None:
-    """A server-side dry run (``dryRun=All``) of every pod and the PodGroup: the first refusal.
+    """A server-side dry run (``dryRun=All``) of the PodGroup and one pod of each role: the first
+    refusal (see :func:`dry_run_objects`).
 
     Each object is admitted on its own against what the cluster holds now, so a quota with room
     for one pod but not for the whole gang passes here and refuses a real create later.
     """
-    checked = [o for o in objects if o.get("kind") not in _NOT_DRY_RUN]
+    checked = dry_run_objects(objects)
     results = await asyncio.gather(
         *(kube.create(namespace, o, dry_run=True) for o in checked), return_exceptions=True
     )
