@@ -10,7 +10,7 @@ from typing import Literal
 import pytest
 from hyperframe.api.codec import check, dump, parse, parse_lenient
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.fields import Format, spec_field
+from hyperframe.api.fields import Format, spec_field, value_rules
 from hyperframe.api.job import Frames, JobSpec, Parallelism
 from hyperframe.api.kube import EnvVar
 from hyperframe.api.runtime import RuntimeImages, SmokePolicy
@@ -248,3 +248,23 @@ def test_check_applies_the_declared_rules_to_a_model_built_in_python() -> None:
         "local.fraction: 2 is not below the maximum 1: use a value < 1",
         'local.kinds[0]: unknown value string "z": use one of a, b',
     ]
+
+
+@dataclass(frozen=True)
+class _Figures:
+    values: dict[str, float] = field(
+        default_factory=dict, metadata=value_rules(max_items=2, max_key_length=3, finite=True)
+    )
+
+
+def test_a_map_is_bounded_in_entries_and_key_length_and_numbers_can_be_required_finite() -> None:
+    assert parse(_Figures, {"values": {"a": 1, "bcd": 2.5}}, path="") == _Figures({"a": 1.0, "bcd": 2.5})
+    for values, line in (
+        ({"a": 1, "b": 2, "c": 3}, "values: has 3 entries, more than 2: give at most 2"),
+        ({"long": 1}, 'values: key "long" is 4 characters: use 1 to 3 characters'),
+        ({"a": float("nan")}, "values.a: nan is not a finite number: use a finite number"),
+        ({"a": float("-inf")}, "values.a: -inf is not a finite number: use a finite number"),
+    ):
+        with pytest.raises(SpecError) as info:
+            parse(_Figures, {"values": values}, path="")
+        assert str(info.value) == line
