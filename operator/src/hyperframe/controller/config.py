@@ -29,6 +29,7 @@ class ConfigError(SpecError):
 
 
 _PORT: Final[dict[str, Any]] = {"minimum": 0, "maximum": 65535}
+_POSITIVE: Final[dict[str, Any]] = {"minimum": 0, "exclusive_minimum": True, "finite": True}
 _HTTP_URL: Final = Format(
     r"^(https?://.+)?$",
     "an http:// or https:// URL",
@@ -46,9 +47,7 @@ class OperatorConfig:
 
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch, comma-separated. Empty (the default) watches the whole cluster."""
-    api_qps: float = field(
-        default=200.0, metadata=value_rules(minimum=0, exclusive_minimum=True, finite=True)
-    )
+    api_qps: float = field(default=200.0, metadata=value_rules(**_POSITIVE))
     """Sustained Kubernetes API requests per second of the operator's own client (not kopf's watches):
     about 20 per 4-pod job, so 200 lets it start about 10 such jobs per second."""
     api_burst: int = field(default=400, metadata=value_rules(minimum=1))
@@ -60,17 +59,11 @@ class OperatorConfig:
     string turns election off, and then exactly one replica may run."""
     lease_namespace: str = ""
     """Namespace of the Lease; empty: the operator pod's own namespace (``default`` outside a pod)."""
-    lease_duration_seconds: float = field(
-        default=15.0, metadata=value_rules(minimum=0, exclusive_minimum=True, finite=True)
-    )
+    lease_duration_seconds: float = field(default=15.0, metadata=value_rules(**_POSITIVE))
     """How long a standby waits after the Lease's last renewal before it takes over."""
-    lease_renew_deadline_seconds: float = field(
-        default=10.0, metadata=value_rules(minimum=0, exclusive_minimum=True, finite=True)
-    )
+    lease_renew_deadline_seconds: float = field(default=10.0, metadata=value_rules(**_POSITIVE))
     """A leader that could not renew for this long stops acting (must be < the lease duration)."""
-    lease_retry_seconds: float = field(
-        default=2.0, metadata=value_rules(minimum=0, exclusive_minimum=True, finite=True)
-    )
+    lease_retry_seconds: float = field(default=2.0, metadata=value_rules(**_POSITIVE))
     """How often the leader renews and a standby reads the Lease (must be < the renew deadline)."""
     pod_name: str = ""
     """The operator's own pod (the chart sets it from the downward API). With a Lease, the leader
@@ -95,34 +88,24 @@ class OperatorConfig:
     status_tls_ca_file: str = ""
     """PEM CA that signed the serving certificate; each job's ConfigMap carries it to the pods,
     which trust only it for the progress endpoint."""
-    restart_backoff_seconds: float = field(
-        default=10.0, metadata=value_rules(minimum=0, exclusive_minimum=True, finite=True)
-    )
+    restart_backoff_seconds: float = field(default=10.0, metadata=value_rules(**_POSITIVE))
     """Wait before the first gang restart; doubled for each further restart."""
-    restart_backoff_max_seconds: float = field(
-        default=300.0, metadata=value_rules(minimum=0, exclusive_minimum=True, finite=True)
-    )
+    restart_backoff_max_seconds: float = field(default=300.0, metadata=value_rules(**_POSITIVE))
     """Upper bound of the doubling restart backoff."""
     node_not_ready_grace_seconds: float = field(default=30.0, metadata=value_rules(minimum=0, finite=True))
     """How long a node may be NotReady under a gang before its pods are force-deleted and the gang restarts."""
     terminating_grace_seconds: float = field(default=60.0, metadata=value_rules(minimum=0, finite=True))
     """How long a pod may sit in Terminating before the operator force-deletes it."""
-    pod_resync_seconds: float = field(
-        default=120.0, metadata=value_rules(minimum=0, exclusive_minimum=True, finite=True)
-    )
+    pod_resync_seconds: float = field(default=120.0, metadata=value_rules(**_POSITIVE))
     """How often the active replica lists the pods again; a pod deleted while no watch saw it leaves
     the cache within this time."""
-    unschedulable_timeout_seconds: float = field(
-        default=300.0, metadata=value_rules(minimum=0, exclusive_minimum=True, finite=True)
-    )
+    unschedulable_timeout_seconds: float = field(default=300.0, metadata=value_rules(**_POSITIVE))
     """How long a gang's pod may stay unschedulable (``PodScheduled=False/Unschedulable``) before
     the job gets the ``Unschedulable`` condition and event, and ``unschedulable_action`` applies."""
     unschedulable_action: Literal["Fail", "Wait"] = "Fail"
     """``Fail``: the job then fails with reason ``Unschedulable``; ``Wait``: it keeps waiting with
     the condition set until the gang is placed."""
-    progress_flush_seconds: float = field(
-        default=10.0, metadata=value_rules(minimum=0, exclusive_minimum=True, maximum=30, finite=True)
-    )
+    progress_flush_seconds: float = field(default=10.0, metadata=value_rules(**_POSITIVE, maximum=30))
     """Most frequent ``status.progress`` write per job; reports in between are coalesced (must be <= 30)."""
     log_format: Literal["json", "text"] = "json"
     """``json`` (one object per line) or ``text``."""
@@ -131,50 +114,35 @@ class OperatorConfig:
 
     def __post_init__(self) -> None:
         errors = [FieldError(_var(e.path), e.problem, e.fix) for e in check(self)]
-        if not errors and not (
-            self.lease_retry_seconds < self.lease_renew_deadline_seconds < self.lease_duration_seconds
-        ):
-            errors.append(
-                FieldError(
-                    _var("lease_retry_seconds"),
-                    f"{self.lease_retry_seconds} s, a renew deadline of {self.lease_renew_deadline_seconds} s "
-                    f"and a lease of {self.lease_duration_seconds} s are not in increasing order, so two "
-                    "replicas could act at once",
-                    f"keep {_var('lease_retry_seconds')} < {_var('lease_renew_deadline_seconds')} < "
-                    f"{_var('lease_duration_seconds')} (the defaults are 2 < 10 < 15)",
-                )
+
+        def bad(name: str, problem: str, fix: str) -> None:
+            errors.append(FieldError(_var(name), problem, fix))
+
+        retry, renew, lease = (
+            self.lease_retry_seconds,
+            self.lease_renew_deadline_seconds,
+            self.lease_duration_seconds,
+        )
+        if not errors and not retry < renew < lease:
+            bad(
+                "lease_retry_seconds",
+                f"{retry} s, a renew deadline of {renew} s and a lease of {lease} s are not in increasing "
+                "order, so two replicas could act at once",
+                f"keep {_var('lease_retry_seconds')} < {_var('lease_renew_deadline_seconds')} < "
+                f"{_var('lease_duration_seconds')} (the defaults are 2 < 10 < 15)",
             )
         if bool(self.status_tls_cert_file) != bool(self.status_tls_key_file):
             given, missing = ("cert", "key") if self.status_tls_cert_file else ("key", "cert")
-            errors.append(
-                FieldError(
-                    _var(f"status_tls_{missing}_file"),
-                    f"required with {_var(f'status_tls_{given}_file')}",
-                    "set both (HTTPS) or neither (plain HTTP)",
-                )
-            )
+            problem = f"required with {_var(f'status_tls_{given}_file')}"
+            bad(f"status_tls_{missing}_file", problem, "set both (HTTPS) or neither (plain HTTP)")
         if self.status_tls_cert_file and not self.status_tls_ca_file:
-            errors.append(
-                FieldError(
-                    _var("status_tls_ca_file"),
-                    "required with a serving certificate",
-                    "set it to the PEM CA that signed the certificate; the pods trust only it",
-                )
-            )
+            fix = "set it to the PEM CA that signed the certificate; the pods trust only it"
+            bad("status_tls_ca_file", "required with a serving certificate", fix)
         if self.status_tls_cert_file and self.status_endpoint_url.startswith("http://"):
-            errors.append(
-                FieldError(
-                    _var("status_endpoint_url"),
-                    f'"{self.status_endpoint_url}" is plain HTTP but the endpoint serves HTTPS',
-                    "use https://",
-                )
-            )
+            problem = f'"{self.status_endpoint_url}" is plain HTTP but the endpoint serves HTTPS'
+            bad("status_endpoint_url", problem, "use https://")
         if self.log_level.upper() not in _LOG_LEVELS:
-            errors.append(
-                FieldError(
-                    _var("log_level"), f'unknown level "{self.log_level}"', "use " + ", ".join(_LOG_LEVELS)
-                )
-            )
+            bad("log_level", f'unknown level "{self.log_level}"', "use " + ", ".join(_LOG_LEVELS))
         if errors:
             raise ConfigError(errors)
 
