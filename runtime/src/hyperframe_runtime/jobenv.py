@@ -10,6 +10,7 @@ asked for. A missing or malformed variable, or a disagreement between the two, i
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -96,7 +97,7 @@ class JobEnv:
             name = json_name(f)
             text = env.get(name, "").strip() or env.get(_TWINS[name], "").strip()
             if text:
-                raw[name] = int(text) if shape.kind == "int" and _is_int(text) else text
+                raw[name] = int(text) if shape.kind == "int" and re.fullmatch(r"[+-]?[0-9]+", text) else text
             else:
                 unset.append(FieldError(f"{name} / {_TWINS[name]}", "not set", _SET_BY_THE_OPERATOR))
         result, errors = parse_lenient(cls, raw)  # the rule between fields raises in __post_init__
@@ -125,14 +126,6 @@ class JobEnv:
             problem = f"{self.world_size} ranks, but job.json says worldSize={job.world_size}"
             errors.append(FieldError("PET_NNODES x NPROC_PER_NODE", problem, _RE_RENDER))
         _refuse(errors, "config.world-size")
-
-
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _refuse(errors: list[FieldError], reason: str | None = None) -> None:
