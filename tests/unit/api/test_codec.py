@@ -13,7 +13,7 @@ from hyperframe.api.errors import FieldError, SpecError
 from hyperframe.api.fields import Format, spec_field, value_rules
 from hyperframe.api.job import Frames, JobSpec, Parallelism
 from hyperframe.api.kube import EnvVar
-from hyperframe.api.runtime import RuntimeImages, SmokePolicy
+from hyperframe.api.runtime import PodDefaults, RuntimeImages, SmokePolicy
 
 DIGEST = "sha256:" + "a" * 64
 
@@ -146,7 +146,6 @@ def test_string_length_bound() -> None:
 
 
 def test_map_values_must_be_strings() -> None:
-    from hyperframe.api.runtime import PodDefaults
 
     errs = errors_of(PodDefaults, {"nodeSelector": {"gpu": True}})
     assert (
@@ -268,3 +267,11 @@ def test_a_map_is_bounded_in_entries_and_key_length_and_numbers_can_be_required_
         with pytest.raises(SpecError) as info:
             parse(_Figures, {"values": values}, path="")
         assert str(info.value) == line
+
+
+def test_a_map_past_the_crds_max_properties_is_refused_by_the_codec_too() -> None:
+    # The CRD's schema says maxProperties: 32; before, only the API server refused 33 entries.
+    selector = {f"k{i}": "v" for i in range(33)}
+    assert errors_of(PodDefaults, {"nodeSelector": selector}) == {
+        "spec.nodeSelector": "spec.nodeSelector: has 33 entries, more than 32: give at most 32"
+    }
