@@ -39,8 +39,12 @@ def test_the_operator_takes_what_the_runtime_sends() -> None:
     ("metrics", "message"),
     [
         ({f"m{i}": 1.0 for i in range(MAX_PROGRESS_METRICS + 1)}, f"at most {MAX_PROGRESS_METRICS}"),
-        ({"a": float("inf")}, "metrics.a: expected a finite number"),
-        ([1, 2], "metrics: expected an object"),
+        ({"a": float("inf")}, "metrics.a: inf is not a finite number: use a finite number"),
+        ([1, 2], "metrics: expected a map, got a list"),
+        (
+            {"x" * (PROGRESS_METRIC_NAME_MAX + 1): 1.0},
+            f"metrics: key .* characters: use 1 to {PROGRESS_METRIC_NAME_MAX} characters",
+        ),
     ],
 )
 def test_the_operator_refuses_a_report_past_the_bound(metrics: object, message: str) -> None:

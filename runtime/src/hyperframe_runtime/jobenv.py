@@ -10,12 +10,17 @@ asked for. A missing or malformed variable, or a disagreement between the two, i
 from __future__ import annotations
 
 import os
+import re
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Final
 
-from hyperframe.api.errors import SpecError
+from hyperframe.api.codec import check, parse_lenient
+from hyperframe.api.errors import FieldError, SpecError
+from hyperframe.api.fields import json_name, value_rules
+from hyperframe.api.introspect import model_fields
 from hyperframe.api.resolved import ResolvedJobConfig
 from hyperframe.constants import CONFIG_FILE_NAME, CONFIG_MOUNT_PATH
 from hyperframe.version import RUNTIME_DISTRIBUTION, distribution_version
@@ -40,15 +45,42 @@ class JobEnvError(ValueError):
         self.reason_id = reason_id
 
 
+# The variables the renderer sets, each with its torchrun twin (either one is read).
+_TWINS: Final[dict[str, str]] = {
+    "MASTER_ADDR": "PET_MASTER_ADDR",
+    "MASTER_PORT": "PET_MASTER_PORT",
+    "PET_NNODES": "NNODES",
+    "NODE_RANK": "PET_NODE_RANK",
+    "NPROC_PER_NODE": "PET_NPROC_PER_NODE",
+}
+_SET_BY_THE_OPERATOR: Final = (
+    "the operator sets it in every pod and local mode sets it for you; set it when running by hand"
+)
+_RE_RENDER: Final = "re-render the job instead of editing pod env by hand"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobEnv:
-    """This pod's place in the job, from the environment."""
+    """This pod's place in the job, from the environment. Each field's rules are declared with it
+    and checked by the job API's codec; an error names the variable as ``VAR: problem: fix``."""
 
-    master_addr: str
-    master_port: int
-    nnodes: int
-    node_rank: int
-    nproc_per_node: int
+    master_addr: str = field(metadata=value_rules(json="MASTER_ADDR", min_length=1))
+    master_port: int = field(metadata=value_rules(json="MASTER_PORT", minimum=1, maximum=65535))
+    nnodes: int = field(metadata=value_rules(json="PET_NNODES", minimum=1))
+    node_rank: int = field(metadata=value_rules(json="NODE_RANK", minimum=0))
+    nproc_per_node: int = field(metadata=value_rules(json="NPROC_PER_NODE", minimum=1))
+
+    def __post_init__(self) -> None:
+        errors = check(self)
+        if not errors and self.node_rank >= self.nnodes:
+            errors.append(
+                FieldError(
+                    "NODE_RANK",
+                    f"{self.node_rank} is outside 0..{self.nnodes - 1} (PET_NNODES={self.nnodes} nodes)",
+                    "the pods are numbered from 0 to PET_NNODES - 1; set it in that range",
+                )
+            )
+        _refuse(errors)
 
     @property
     def world_size(self) -> int:
@@ -57,70 +89,52 @@ class JobEnv:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> JobEnv:
-        def get(*names: str) -> str:
-            for name in names:
-                value = env.get(name, "").strip()
-                if value:
-                    return value
-            raise JobEnvError(
-                "config.missing-env",
-                f"{' / '.join(names)}: not set; the operator sets it in every pod and local mode sets it "
-                "for you; set it when running by hand",
-            )
-
-        def integer(*names: str) -> int:
-            text = get(*names)
-            try:
-                return int(text)
-            except ValueError:
-                raise JobEnvError("config.missing-env", f"{names[0]}: {text!r} is not an integer") from None
-
-        result = cls(
-            master_addr=get("MASTER_ADDR", "PET_MASTER_ADDR"),
-            master_port=integer("MASTER_PORT", "PET_MASTER_PORT"),
-            nnodes=integer("PET_NNODES", "NNODES"),
-            node_rank=integer("NODE_RANK", "PET_NODE_RANK"),
-            nproc_per_node=integer("NPROC_PER_NODE", "PET_NPROC_PER_NODE"),
-        )
-        if not 0 < result.master_port < 65536:
-            raise JobEnvError(
-                "config.missing-env", f"MASTER_PORT: {result.master_port} is not a TCP port (1-65535)"
-            )
-        if result.nnodes < 1 or not 0 <= result.node_rank < result.nnodes:
-            raise JobEnvError(
-                "config.world-size",
-                f"NODE_RANK: {result.node_rank} is outside 0..{result.nnodes - 1} (PET_NNODES={result.nnodes} nodes)",
-            )
-        if result.nproc_per_node < 1:
-            raise JobEnvError("config.world-size", f"NPROC_PER_NODE: {result.nproc_per_node} must be >= 1")
+        """Read the rendezvous env; raises :class:`JobEnvError` naming every bad variable: a
+        missing or unreadable one is ``config.missing-env``, a wrong size ``config.world-size``."""
+        raw: dict[str, Any] = {}
+        unset: list[FieldError] = []
+        for f, shape in model_fields(cls):
+            name = json_name(f)
+            text = env.get(name, "").strip() or env.get(_TWINS[name], "").strip()
+            if text:
+                raw[name] = int(text) if shape.kind == "int" and re.fullmatch(r"[+-]?[0-9]+", text) else text
+            else:
+                unset.append(FieldError(f"{name} / {_TWINS[name]}", "not set", _SET_BY_THE_OPERATOR))
+        result, errors = parse_lenient(cls, raw)  # the rule between fields raises in __post_init__
+        unreadable = any(isinstance(raw.get(e.path), str) and e.path != "MASTER_ADDR" for e in errors)
+        errors = [*unset, *(e for e in errors if e.path in raw)]
+        if result is None or errors:
+            _refuse(errors, "config.missing-env" if unset or unreadable else None)
+        assert result is not None
         world = env.get("WORLD_SIZE", "").strip()
         if world and world != str(result.world_size):
-            raise JobEnvError(
-                "config.world-size",
-                f"WORLD_SIZE: {world}, but PET_NNODES ({result.nnodes}) x NPROC_PER_NODE ({result.nproc_per_node}) "
-                f"= {result.world_size}; WORLD_SIZE counts ranks, set it to {result.world_size}",
-            )
+            n, p, ranks = result.nnodes, result.nproc_per_node, result.world_size
+            problem = f"{world}, but PET_NNODES ({n}) x NPROC_PER_NODE ({p}) = {ranks}"
+            _refuse([FieldError("WORLD_SIZE", problem, f"WORLD_SIZE counts ranks; set it to {ranks}")])
         return result
 
     def check_against(self, job: ResolvedJobConfig) -> None:
         """The env must describe the job the config file describes."""
+        errors = []
         if self.nnodes != job.nodes:
-            raise JobEnvError(
-                "config.world-size",
-                f"PET_NNODES: {self.nnodes} nodes in the env, but job.json says nodes={job.nodes}; "
-                "re-render the job instead of editing pod env by hand",
-            )
+            problem = f"{self.nnodes} nodes in the env, but job.json says nodes={job.nodes}"
+            errors.append(FieldError("PET_NNODES", problem, _RE_RENDER))
         if self.nproc_per_node != job.procs_per_node:
-            raise JobEnvError(
-                "config.world-size",
-                f"NPROC_PER_NODE: {self.nproc_per_node} in the env, but job.json says procsPerNode="
-                f"{job.procs_per_node}; re-render the job instead of editing pod env by hand",
-            )
-        if self.world_size != job.world_size:
-            raise JobEnvError(
-                "config.world-size",
-                f"PET_NNODES x NPROC_PER_NODE = {self.world_size}, but job.json says worldSize={job.world_size}",
-            )
+            problem = f"{self.nproc_per_node} in the env, but job.json says procsPerNode={job.procs_per_node}"
+            errors.append(FieldError("NPROC_PER_NODE", problem, _RE_RENDER))
+        if not errors and self.world_size != job.world_size:
+            problem = f"{self.world_size} ranks, but job.json says worldSize={job.world_size}"
+            errors.append(FieldError("PET_NNODES x NPROC_PER_NODE", problem, _RE_RENDER))
+        _refuse(errors, "config.world-size")
+
+
+def _refuse(errors: list[FieldError], reason: str | None = None) -> None:
+    """Raise every problem at once; the reason is the first one's (the rendezvous address and
+    port: ``config.missing-env``; the job's size: ``config.world-size``), unless given."""
+    if errors:
+        first = errors[0].path
+        default = "config.missing-env" if first.startswith("MASTER_") else "config.world-size"
+        raise JobEnvError(reason or default, str(SpecError(errors)))
 
 
 def check_runtime_version(job: ResolvedJobConfig, installed: str | None) -> None:

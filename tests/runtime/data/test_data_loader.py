@@ -150,12 +150,31 @@ def _edit_meta(root: Path, **changes: Any) -> None:
     (root / "meta.json").write_text(json.dumps({**meta, **changes}))
 
 
+def test_every_bad_meta_field_is_named_at_once_as_path_problem_fix(text_file: Path, tmp_path: Path) -> None:
+    shards = tmp_path / "shards"
+    prepare_bytes([text_file], shards)
+    _edit_meta(shards, vocab_size=0, shards=[{"file": "../x.bin", "tokens": -1}])
+    with pytest.raises(DataError) as refused:
+        read_meta(shards)
+    meta = shards / "meta.json"
+    fix = "(or write the shards there with `hyperframe data prepare TEXT... -o DIR`)"
+    assert str(refused.value).splitlines() == [
+        f"data.shards: {meta}: vocab_size: 0 is below the minimum 1: use a value >= 1 {fix}",
+        f'data.shards: {meta}: shards[0].file: "../x.bin" is not a plain file name (no directory): '
+        f"use a plain file name (no directory), e.g. shard-000000.bin {fix}",
+        f"data.shards: {meta}: shards[0].tokens: -1 is below the minimum 0: use a value >= 0 {fix}",
+    ]
+
+
 @pytest.mark.parametrize(
     ("case", "expected"),
     [
         ("missing", ["data.shards:", "is not a directory", "hyperframe data prepare"]),
         ("empty", ["data.shards:", "has no meta.json", "hyperframe data prepare"]),
-        ("dtype", ["data.shards:", "dtype 'int8'", "uint16"]),
+        (
+            "dtype",
+            ["data.shards:", 'meta.json: dtype: unknown value string "int8": use one of uint16, uint32'],
+        ),
         ("size", ["data.shards:", "bytes", "the dtype or the file is wrong"]),
         ("vocab", ["data.shards:", "token ids up to", "set vocab_size to at least"]),
         ("factory", ["data.factory:", "cannot import 'no_such_package.data'", "install the package"]),

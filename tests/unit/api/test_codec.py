@@ -10,10 +10,10 @@ from typing import Literal
 import pytest
 from hyperframe.api.codec import check, dump, parse, parse_lenient
 from hyperframe.api.errors import FieldError, SpecError
-from hyperframe.api.fields import Format, spec_field
+from hyperframe.api.fields import Format, spec_field, value_rules
 from hyperframe.api.job import Frames, JobSpec, Parallelism
 from hyperframe.api.kube import EnvVar
-from hyperframe.api.runtime import RuntimeImages, SmokePolicy
+from hyperframe.api.runtime import PodDefaults, RuntimeImages, SmokePolicy
 
 DIGEST = "sha256:" + "a" * 64
 
@@ -146,7 +146,6 @@ def test_string_length_bound() -> None:
 
 
 def test_map_values_must_be_strings() -> None:
-    from hyperframe.api.runtime import PodDefaults
 
     errs = errors_of(PodDefaults, {"nodeSelector": {"gpu": True}})
     assert (
@@ -248,3 +247,31 @@ def test_check_applies_the_declared_rules_to_a_model_built_in_python() -> None:
         "local.fraction: 2 is not below the maximum 1: use a value < 1",
         'local.kinds[0]: unknown value string "z": use one of a, b',
     ]
+
+
+@dataclass(frozen=True)
+class _Figures:
+    values: dict[str, float] = field(
+        default_factory=dict, metadata=value_rules(max_items=2, max_key_length=3, finite=True)
+    )
+
+
+def test_a_map_is_bounded_in_entries_and_key_length_and_numbers_can_be_required_finite() -> None:
+    assert parse(_Figures, {"values": {"a": 1, "bcd": 2.5}}, path="") == _Figures({"a": 1.0, "bcd": 2.5})
+    for values, line in (
+        ({"a": 1, "b": 2, "c": 3}, "values: has 3 entries, more than 2: give at most 2"),
+        ({"long": 1}, 'values: key "long" is 4 characters: use 1 to 3 characters'),
+        ({"a": float("nan")}, "values.a: nan is not a finite number: use a finite number"),
+        ({"a": float("-inf")}, "values.a: -inf is not a finite number: use a finite number"),
+    ):
+        with pytest.raises(SpecError) as info:
+            parse(_Figures, {"values": values}, path="")
+        assert str(info.value) == line
+
+
+def test_a_map_past_the_crds_max_properties_is_refused_by_the_codec_too() -> None:
+    # The CRD's schema says maxProperties: 32; before, only the API server refused 33 entries.
+    selector = {f"k{i}": "v" for i in range(33)}
+    assert errors_of(PodDefaults, {"nodeSelector": selector}) == {
+        "spec.nodeSelector": "spec.nodeSelector: has 33 entries, more than 32: give at most 32"
+    }

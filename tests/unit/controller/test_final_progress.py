@@ -120,6 +120,14 @@ def test_unreadable_or_foreign_termination_messages_carry_no_progress() -> None:
         assert progress_from_termination(message) is None, message
 
 
+def test_a_bad_figure_in_the_termination_message_loses_only_itself() -> None:
+    # Before the codec read it, one bad figure dropped the trainer's whole final update.
+    message = launch_message({**FINAL, "etaSeconds": -1.0, "loss": float("nan")})
+    assert progress_from_termination(message) == {
+        k: v for k, v in FINAL.items() if k not in ("etaSeconds", "loss")
+    }
+
+
 def test_the_launch_message_stays_whole_within_the_kubelet_limit() -> None:
     worst = {k: (2**63 - 1 if isinstance(v, int) else -1.2345678901234567e308) for k, v in FINAL.items()}
     reason = '"\\\u00e9\u4e2d\U0001f525\n' * 2000  # escapes and multi-byte characters, far over the limit

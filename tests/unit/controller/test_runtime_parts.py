@@ -10,6 +10,7 @@ from hyperframe.constants import LABEL_GENERATION, LABEL_JOB, LABEL_RANK
 from hyperframe.controller.caches import Caches
 from hyperframe.controller.events import event_body
 from hyperframe.controller.plan import Event, EventType
+from hyperframe.controller.policy_progress import read_progress
 from hyperframe.controller.progress_server import parse_progress
 from hyperframe.controller.ratelimit import TokenBucket
 from hyperframe.controller.reconciler import progress_url
@@ -170,15 +171,29 @@ def test_progress_parsing_accepts_the_runtime_fields_and_names_bad_ones() -> Non
         "etaSeconds": 1.0,
     }
     assert "loss" not in parse_progress({"frame": 1, "loss": float("nan")})
-    for bad, field in (
-        ({"frame": "x"}, "frame"),
-        ({"frame": -1}, "frame"),
-        ({"etaSeconds": -2}, "etaSeconds"),
+    for bad, line in (
+        ({"frame": "x"}, 'frame: expected an integer, got string "x": use an integer >= 0'),
+        ({"frame": -1}, "frame: -1 is below the minimum 0: use a value >= 0"),
+        ({"etaSeconds": -2}, "etaSeconds: -2 is below the minimum 0: use a value >= 0"),
+        ([1, 2], "expected an object, got a list: write a mapping of fields"),
     ):
-        with pytest.raises(ValueError, match=field):
+        with pytest.raises(ValueError) as refused:
             parse_progress(bad)
-    with pytest.raises(ValueError, match="body"):
-        parse_progress([1, 2])
+        assert str(refused.value) == line
+
+
+def test_a_refused_report_names_every_bad_field_and_the_good_ones_survive_reading() -> None:
+    report = {"frame": 2.5, "step": 4, "totalFrames": -1, "metrics": {"a": float("inf"), "b": 1}}
+    with pytest.raises(ValueError) as refused:
+        parse_progress(report)
+    assert str(refused.value).splitlines() == [
+        "frame: expected an integer, got number 2.5: use an integer >= 0",
+        "totalFrames: -1 is below the minimum 0: use a value >= 0",
+        "metrics.a: inf is not a finite number: use a finite number",
+    ]
+    progress, errors = read_progress(report)
+    assert progress == {"step": 4, "metrics": {"b": 1.0}}
+    assert [e.path for e in errors] == ["frame", "totalFrames", "metrics.a"]
 
 
 def test_progress_url_and_event_shape() -> None:

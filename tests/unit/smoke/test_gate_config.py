@@ -50,7 +50,7 @@ def test_env_of_a_rendered_pod_parses() -> None:
         (
             {"MASTER_PORT": "http", "PET_MASTER_PORT": None},
             "config.missing-env",
-            "MASTER_PORT: 'http' is not an integer",
+            'MASTER_PORT: expected an integer, got string "http": use an integer >= 1 and <= 65535',
         ),
         (
             {"WORLD_SIZE": "3"},
@@ -73,6 +73,21 @@ def test_bad_env_is_a_config_error_naming_the_variable(
         JobEnv.from_env(env)
     assert err.value.reason_id == reason
     assert fragment in str(err.value)
+
+
+def test_every_bad_variable_is_named_at_once_as_var_problem_fix() -> None:
+    _, env = _rendered()
+    env.update({"MASTER_PORT": "70000", "NPROC_PER_NODE": "two", "PET_NPROC_PER_NODE": "two"})
+    env.pop("PET_NNODES"), env.pop("NNODES", None)
+    with pytest.raises(JobEnvError) as err:
+        JobEnv.from_env(env)
+    assert err.value.reason_id == "config.missing-env"
+    assert str(err.value).splitlines() == [
+        "PET_NNODES / NNODES: not set: the operator sets it in every pod and local mode sets it for you; "
+        "set it when running by hand",
+        "MASTER_PORT: 70000 is above the maximum 65535: use a value <= 65535",
+        'NPROC_PER_NODE: expected an integer, got string "two": use an integer >= 1',
+    ]
 
 
 def test_env_that_disagrees_with_job_json_is_rejected() -> None:

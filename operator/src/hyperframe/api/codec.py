@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 from collections.abc import Mapping
 from typing import Any, Final, TypeVar, cast
 
@@ -266,6 +267,8 @@ def _parse_value(
     if kind == "float":
         if isinstance(v, bool) or not isinstance(v, int | float):
             return fail(f"expected a number, got {_describe(v)}")
+        if meta.finite and not math.isfinite(v):
+            return fail(f"{v} is not a finite number", "use a finite number")
         return _check_bounds(float(v), meta, fail)
     if kind == "bool":
         if not isinstance(v, bool):
@@ -278,9 +281,21 @@ def _parse_value(
     if kind == "map":
         if not isinstance(v, Mapping):
             return fail(f"expected a map, got {_describe(v)}")
+        if meta.min_items is not None and len(v) < meta.min_items:
+            return fail(
+                f"has {len(v)} entries, fewer than {meta.min_items}", f"give at least {meta.min_items}"
+            )
+        if meta.max_items is not None and len(v) > meta.max_items:
+            return fail(f"has {len(v)} entries, more than {meta.max_items}", f"give at most {meta.max_items}")
         assert shape.item is not None
         out: dict[str, Any] = {}
         for key, item in v.items():
+            if meta.max_key_length is not None and not 1 <= len(str(key)) <= meta.max_key_length:
+                fail(
+                    f'key "{key!s:.70}" is {len(str(key))} characters',
+                    f"use 1 to {meta.max_key_length} characters",
+                )
+                continue
             parsed = _parse_value(shape.item, meta.item(), item, f"{path}.{key}", errors, lenient)
             if not isinstance(parsed, _Invalid):
                 out[str(key)] = parsed

@@ -137,6 +137,11 @@ class FieldMeta:
     max_length: int | None = None
     min_items: int | None = None
     max_items: int | None = None
+    """Sizes of a list, or of a map (its entries)."""
+    max_key_length: int | None = None
+    """For maps: each key must be 1 to this many characters."""
+    finite: bool = False
+    """For numbers: NaN and the infinities are refused."""
     fmt: str | Format | None = None
     """A name in :data:`FORMATS`, or a :class:`Format` of the one model that uses it."""
     immutable: bool = False
@@ -158,7 +163,7 @@ class FieldMeta:
         """What each item of a list or map field must satisfy (the value rules, not the sizes)."""
         return dataclasses.replace(
             self, doc="", json=None, immutable=False, min_length=None, min_items=None, max_items=None,
-            unique_items=False, map_keys=(),
+            unique_items=False, map_keys=(), max_key_length=None,
         )  # fmt: skip
 
 

@@ -21,7 +21,11 @@ def main() -> int:
     try:
         config = OperatorConfig.from_env(os.environ)
     except ConfigError as exc:
-        print(f"hyperframe operator: bad configuration: {exc}", file=sys.stderr)
+        lines = "".join(f"\n  {error}" for error in exc.errors)
+        print(
+            f"hyperframe operator: bad configuration (fix these variables and start it again):{lines}",
+            file=sys.stderr,
+        )
         return 2
     kopf.configure(
         verbose=config.log_level.upper() == "DEBUG",

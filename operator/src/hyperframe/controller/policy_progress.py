@@ -16,71 +16,80 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
+from hyperframe.api.codec import dump, parse_lenient
+from hyperframe.api.errors import FieldError, SpecError
+from hyperframe.api.fields import json_name, value_rules
+from hyperframe.api.introspect import model_fields
 from hyperframe.constants import MAX_PROGRESS_METRICS, PROGRESS_METRIC_NAME_MAX
 
 from .observed import ObservedPod
 from .status import format_time
 
-__all__ = ["final_progress", "parse_progress", "progress_from_termination", "rank0_progress"]
+__all__ = [
+    "ProgressReport",
+    "final_progress",
+    "parse_progress",
+    "progress_from_termination",
+    "rank0_progress",
+    "read_progress",
+]
 
-_FIELDS: Mapping[str, type] = {
-    "frame": int,
-    "totalFrames": int,
-    "step": int,
-    "loss": float,
-    "samplesPerSecond": float,
-    "etaSeconds": float,
-}
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgressReport:
+    """What rank 0 reports (the runtime's ``ProgressUpdate``), read by the API codec from the rules
+    declared here; every figure may be absent."""
+
+    frame: int | None = field(default=None, metadata=value_rules(minimum=0))
+    total_frames: int | None = field(default=None, metadata=value_rules(json="totalFrames", minimum=0))
+    step: int | None = field(default=None, metadata=value_rules(minimum=0))
+    loss: float | None = None
+    samples_per_second: float | None = field(
+        default=None, metadata=value_rules(json="samplesPerSecond", minimum=0)
+    )
+    eta_seconds: float | None = field(default=None, metadata=value_rules(json="etaSeconds", minimum=0))
+    metrics: dict[str, float] | None = field(
+        default=None,
+        metadata=value_rules(
+            max_items=MAX_PROGRESS_METRICS, max_key_length=PROGRESS_METRIC_NAME_MAX, finite=True
+        ),
+    )
+    """User metrics by name: the runtime sends at most MAX_PROGRESS_METRICS finite numbers (it
+    drops the rest); a report past that bound is refused rather than cut here."""
+
+
+_FIGURES: Final = tuple(json_name(f) for f, _ in model_fields(ProgressReport) if f.name != "metrics")
+# A NaN or infinite figure (a diverged loss) is reported as absent rather than breaking the status write.
+_ABSENT_UNLESS_FINITE: Final = frozenset(
+    json_name(f) for f, shape in model_fields(ProgressReport) if shape.kind == "float"
+)
 _UPDATED_AT = "updatedAt"
 
 
+def read_progress(data: object) -> tuple[dict[str, Any], list[FieldError]]:
+    """The ``status.progress`` fields of a report that are right, and every problem of the rest
+    (``path: problem: fix``): a bad field never loses the good ones."""
+    if isinstance(data, Mapping):
+        data = {k: v for k, v in data.items() if not (k in _ABSENT_UNLESS_FINITE and _non_finite(v))}
+    report, errors = parse_lenient(ProgressReport, data)
+    return ({} if report is None else dump(report)), errors
+
+
 def parse_progress(data: object) -> dict[str, Any]:
-    """The ``status.progress`` fields of a report; raises ValueError naming a bad field."""
-    if not isinstance(data, Mapping):
-        raise ValueError("body: expected a JSON object with " + ", ".join(_FIELDS))
-    out: dict[str, Any] = {}
-    for name, kind in _FIELDS.items():
-        value = data.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{name}: expected a number, got {value!r:.40}")
-        if kind is int:
-            if value != int(value) or value < 0:
-                raise ValueError(f"{name}: expected a non-negative integer, got {value}")
-            out[name] = int(value)
-        else:
-            if not math.isfinite(value):
-                continue  # a NaN loss is reported as absent rather than breaking the status write
-            if name != "loss" and value < 0:
-                raise ValueError(f"{name}: expected >= 0, got {value}")
-            out[name] = float(value)
-    metrics = data.get("metrics")
-    if metrics is not None:
-        out["metrics"] = _parse_metrics(metrics)
-    return out
+    """The ``status.progress`` fields of a posted report; raises :class:`SpecError` (a ValueError)
+    naming every bad field, so the post is refused whole and the runtime is told why."""
+    progress, errors = read_progress(data)
+    if errors:
+        raise SpecError(errors)
+    return progress
 
 
-def _parse_metrics(data: object) -> dict[str, float]:
-    """``metrics``: the runtime sends at most MAX_PROGRESS_METRICS finite numbers by name (it drops
-    the rest); a report past that bound is refused rather than cut here."""
-    if not isinstance(data, Mapping):
-        raise ValueError("metrics: expected an object of name -> number")
-    if len(data) > MAX_PROGRESS_METRICS:
-        raise ValueError(f"metrics: {len(data)} names, at most {MAX_PROGRESS_METRICS}")
-    out: dict[str, float] = {}
-    for name, value in data.items():
-        if not isinstance(name, str) or not name or len(name) > PROGRESS_METRIC_NAME_MAX:
-            raise ValueError(
-                f"metrics: name {name!r:.70}: expected 1 to {PROGRESS_METRIC_NAME_MAX} characters"
-            )
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise ValueError(f"metrics.{name}: expected a finite number, got {value!r:.40}")
-        out[name] = float(value)
-    return out
+def _non_finite(value: object) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def progress_from_termination(message: str) -> dict[str, Any] | None:
@@ -92,10 +101,7 @@ def progress_from_termination(message: str) -> dict[str, Any] | None:
         return None
     if not isinstance(data, Mapping) or not isinstance(data.get("progress"), Mapping):
         return None
-    try:
-        progress = parse_progress(data["progress"])
-    except ValueError:
-        return None
+    progress, _ = read_progress(data["progress"])
     return progress if "frame" in progress else None
 
 
@@ -115,7 +121,7 @@ def final_progress(
     stable: the same inputs never change ``updatedAt`` again)."""
     if reported is None:
         return stored
-    figures: dict[str, Any] = {k: v for k, v in reported.items() if k in _FIELDS}
+    figures: dict[str, Any] = {k: v for k, v in reported.items() if k in _FIGURES}
     # The termination message carries the figures only (it must fit 4 KiB); the user metrics of
     # the last post stay.
     if stored is not None and "metrics" in stored:

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import bisect
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 import numpy as np
 import torch
+from hyperframe.api.codec import parse_lenient
+from hyperframe.api.fields import Format, value_rules
 from torch.utils.data import Dataset
 
 from hyperframe_runtime.data.errors import DataError
@@ -44,15 +46,31 @@ __all__ = [
 FORMAT: Final = "hyperframe-tokens"
 VERSION: Final = 1
 META_FILE: Final = "meta.json"
-DTYPES: Final[dict[str, int]] = {"uint16": 2**16, "uint32": 2**32}
+Dtype = Literal["uint16", "uint32"]
+DTYPES: Final[dict[str, int]] = {name: 2 ** (8 * np.dtype(name).itemsize) for name in get_args(Dtype)}
 """Token dtypes a shard may use, with the number of token ids each can hold."""
+
+
+_FILE_NAME: Final = Format(r"^(?!\.\.?$)[^/]+$", "a plain file name (no directory)", "shard-000000.bin")
 
 
 @dataclass(frozen=True, slots=True)
 class ShardFile:
-    file: str
+    file: str = field(metadata=value_rules(fmt=_FILE_NAME))
     """File name inside the shards directory."""
-    tokens: int
+    tokens: int = field(metadata=value_rules(minimum=0))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _MetaFields:
+    """The fields of ``meta.json`` after its format and version, read by the API codec from the
+    rules declared here (keys a newer writer adds are ignored)."""
+
+    dtype: Dtype
+    tokenizer: str = ""
+    vocab_size: int = field(metadata=value_rules(minimum=1))
+    max_token: int = field(metadata=value_rules(minimum=0))
+    shards: tuple[ShardFile, ...] = field(metadata=value_rules(min_items=1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,31 +120,20 @@ def read_meta(root: str | Path, *, field: str = "data.shards") -> ShardMeta:
         raise DataError(f"{field}: {meta_path} cannot be read as JSON ({exc}); {fix_prepare}") from exc
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or raw.get("version") != VERSION:
         raise DataError(f"{field}: {meta_path} is not a {FORMAT} version {VERSION} file; {fix_prepare}")
-    dtype = raw.get("dtype")
-    if dtype not in DTYPES:
-        raise DataError(
-            f"{field}: {meta_path}: dtype {dtype!r} is not one of {', '.join(DTYPES)}; "
-            "rewrite the shards as uint16 (vocabularies up to 65536) or uint32"
-        )
-    try:
-        shards = tuple(ShardFile(file=str(s["file"]), tokens=int(s["tokens"])) for s in raw["shards"])
-        meta = ShardMeta(
-            root=base,
-            dtype=str(dtype),
-            tokenizer=str(raw.get("tokenizer", "")),
-            vocab_size=int(raw["vocab_size"]),
-            max_token=int(raw["max_token"]),
-            shards=shards,
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"{field}: {meta_path}: missing or malformed key {exc}; {fix_prepare}") from exc
-    if not meta.shards:
-        raise DataError(f"{field}: {meta_path} lists no shards; {fix_prepare} from non-empty text")
+    fields, errors = parse_lenient(_MetaFields, raw)
+    if errors or fields is None:
+        raise DataError("\n".join(f"{field}: {meta_path}: {e} (or {fix_prepare})" for e in errors))
+    meta = ShardMeta(
+        root=base,
+        dtype=fields.dtype,
+        tokenizer=fields.tokenizer,
+        vocab_size=fields.vocab_size,
+        max_token=fields.max_token,
+        shards=fields.shards,
+    )
     itemsize = np.dtype(meta.dtype).itemsize
     for shard in meta.shards:
         path = base / shard.file
-        if Path(shard.file).name != shard.file:
-            raise DataError(f"{field}: {meta_path}: shard file {shard.file!r} must be a plain file name")
         if not path.is_file():
             raise DataError(f"{field}: {path} is listed in {META_FILE} but missing; {fix_prepare}")
         size = path.stat().st_size
