@@ -59,6 +59,19 @@ _SET_BY_THE_OPERATOR: Final = (
 _RE_RENDER: Final = "re-render the job instead of editing pod env by hand"
 
 
+def node_rank_errors(node_rank: int, nnodes: int) -> list[FieldError]:
+    """The rule between NODE_RANK and PET_NNODES, for every config read from the pod's env."""
+    if node_rank < nnodes:
+        return []
+    return [
+        FieldError(
+            "NODE_RANK",
+            f"{node_rank} is outside 0..{nnodes - 1} (PET_NNODES={nnodes} nodes)",
+            "the pods are numbered from 0 to PET_NNODES - 1; set it in that range",
+        )
+    ]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobEnv:
     """This pod's place in the job, from the environment. Each field's rules are declared with it
@@ -72,14 +85,8 @@ class JobEnv:
 
     def __post_init__(self) -> None:
         errors = check(self)
-        if not errors and self.node_rank >= self.nnodes:
-            errors.append(
-                FieldError(
-                    "NODE_RANK",
-                    f"{self.node_rank} is outside 0..{self.nnodes - 1} (PET_NNODES={self.nnodes} nodes)",
-                    "the pods are numbered from 0 to PET_NNODES - 1; set it in that range",
-                )
-            )
+        if not errors:
+            errors.extend(node_rank_errors(self.node_rank, self.nnodes))
         _refuse(errors)
 
     @property

@@ -18,6 +18,7 @@ from hyperframe.api.fields import value_rules
 from hyperframe.api.runtime import DeviceCheck
 
 from hyperframe_runtime.jobenv import JobEnvError as GateConfigError
+from hyperframe_runtime.jobenv import node_rank_errors
 
 __all__ = ["Check", "GateConfig", "GateConfigError"]
 
@@ -120,14 +121,8 @@ class GateConfig:
 
     def __post_init__(self) -> None:
         errors = check(self)
-        if not errors and self.node_rank >= self.nnodes:
-            errors.append(
-                FieldError(
-                    "NODE_RANK",
-                    f"{self.node_rank} is outside 0..{self.nnodes - 1} (PET_NNODES={self.nnodes} nodes)",
-                    "the pods are numbered from 0 to PET_NNODES - 1; set it in that range",
-                )
-            )
+        if not errors:
+            errors.extend(node_rank_errors(self.node_rank, self.nnodes))
         if self.device == "cpu" and self.backend == "nccl":
             errors.append(
                 FieldError("backend", "'nccl' needs device 'cuda'", "use 'gloo' (or '') with device 'cpu'")
