@@ -161,6 +161,7 @@ def test_a_placement_predicted_well_slower_is_not_moved_to() -> None:
     selector = _selector()
     selector.set_predicted({"zbv": 0.052})
     assert "zbv" in _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": 0.040}, 14)
+    _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": 0.040}, CROSS_DECIDED)
     assert selector.winner == "zbv"
 
 
@@ -267,13 +268,44 @@ def test_candidates_on_one_placement_take_turns_so_a_load_burst_hits_them_alike(
     assert selector.winner == "1f1b"
 
 
+CROSS_DECIDED = 6 * RECHECK_PAIRS
+"""Exploiting frames by which a schedule on another placement that measured faster has its paired
+verdict: one round trip (four frames) per pair, and the re-checks on the winner's placement."""
+
+
 @pytest.mark.parametrize(("zbv_s", "winner"), [(0.050 * (1 - PLACEMENT_MARGIN / 2), "1f1b"), (0.045, "zbv")])
 def test_another_placement_must_win_by_the_margin(zbv_s: float, winner: str) -> None:
     selector = _selector()
-    _run(selector, {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": zbv_s}, 14)
+    times = {"1f1b": 0.050, "hyperframe-1": 0.055, "zbv": zbv_s}
+    _run(selector, times, 14)
+    # Exploring measured the V in other frames: it never wins from those alone.
+    assert selector.winner == "1f1b"
+    assert any("staying on 1f1b's placement" in e for e in selector.events)
+    _run(selector, times, CROSS_DECIDED)
     assert selector.winner == winner
-    stayed = [e for e in selector.events if "staying on 1f1b's placement" in e]
-    assert bool(stayed) == (winner == "1f1b")
+
+
+def test_another_placement_measured_under_lighter_load_does_not_win_against_paired_frames() -> None:
+    """The bench's case: ZBV's exploring frames ran while the host was 25 % lighter, so they read
+    it faster than 1F1B; every paired frame (both sides under one load) shows 1F1B 10 % faster.
+    The V must never become the winner."""
+    selector = _selector()
+    true_s = {"1f1b": 0.050, "hyperframe-1": 0.060, "zbv": 0.055}
+    winners: list[str] = []
+    explored_v: list[float] = []
+    for _ in range(14 + 4 * CROSS_DECIDED):
+        step = selector.next_step()
+        lighter = selector.exploring and selector.placement_of(step.name) == V
+        frame_s = true_s[step.name] * (0.75 if lighter else 1.0)
+        explored_v += [frame_s] if lighter and not step.warm else []
+        selector.observe(step, frame_s)
+        if names := selector.needs_planning():
+            selector.planning_started()
+            selector.plans_ready(names)
+        winners.append(selector.winner)
+    assert len(explored_v) == MEASURED_FRAMES and max(explored_v) < 0.050  # it read the V faster
+    assert "zbv" not in winners and selector.winner == "1f1b"
+    assert any("cross-placement re-check: zbv stays behind 1f1b" in e for e in selector.events)
 
 
 @pytest.mark.parametrize(("gpipe_s", "winner"), [(0.050 * (1 - TIE_MARGIN / 2), "1f1b"), (0.045, "gpipe")])

@@ -20,9 +20,11 @@ very decisions the uninterrupted run would have.
    arrives a fixed number of frames later (``pipeline.measured_choice``), and meanwhile the frames
    run the best schedule measured on the current placement.
 2. **Exploit.** The fastest by :func:`estimate` (the median of the last :data:`ESTIMATE_FRAMES`
-   measured frames, so neither one lucky nor one slow frame decides) wins; a candidate on another
-   placement than the first one explored must be :data:`PLACEMENT_MARGIN` faster than the best
-   there. Candidates on the winner's placement within :data:`TIE_MARGIN` of it are a tie: of
+   measured frames, so neither one lucky nor one slow frame decides) wins, among the candidates
+   on the first placement explored: another placement's frames ran in other frames, under
+   another load, so they never decide alone. A candidate there that measured faster gets its
+   paired cross-placement re-checks (step 3) back to back from the first exploiting frames, and
+   takes over only when they show it :data:`PLACEMENT_MARGIN` faster. Candidates on the winner's placement within :data:`TIE_MARGIN` of it are a tie: of
    those, the one with the lowest predicted activation peak runs. When the winner is not the
    planner's plan the log says so, with the measured and predicted frame times of both.
 3. **Paired checks.** Every later comparison is paired: a check frame and the winner's measured
@@ -35,7 +37,9 @@ very decisions the uninterrupted run would have.
      :data:`RECHECK_MARGIN`;
    - *cross-placement re-check*: the best measured schedule on another placement, one round trip
      in :data:`CROSS_RECHECK_EVERY` winner frames (a warm-up frame there, a measured one, a
-     warm-up frame back), margin :data:`PLACEMENT_MARGIN`, which pays for the stage moves;
+     warm-up frame back), or one after every winner frame while it measured faster than the
+     winner and has fewer than :data:`RECHECK_PAIRS` pairs; margin :data:`PLACEMENT_MARGIN`,
+     which pays for the stage moves;
    - *challenge*: a re-plan on cost drift (step 4), alternating frame by frame with the winner,
      margin :data:`RECHECK_MARGIN`. A re-plan of the winner itself is measured against the order
      it would replace, never swapped in unmeasured.
@@ -275,9 +279,23 @@ def _choose_exploiting(view: _View) -> tuple[str, Role]:
     if runner and r.since_recheck >= every:
         return runner, "recheck"
     far = view.runner_up(same_placement=False)
-    if far and r.since_cross >= CROSS_RECHECK_EVERY:
+    if far and r.since_cross >= (1 if _cross_due(view, far) else CROSS_RECHECK_EVERY):
         return far, "cross"
     return r.winner, "exploit"
+
+
+def _cross_due(view: _View, far: str) -> bool:
+    """``far`` (on another placement) measured faster than the winner but has no paired verdict
+    against it yet: its round trips run back to back (after one winner frame each), so that a
+    choice across placements is made from paired frames within about
+    4 x :data:`RECHECK_PAIRS` frames, never from frames measured under another load."""
+    r = view.r
+    measured = view.measured()
+    return (
+        len(r.pairs.get(far, ())) < RECHECK_PAIRS
+        and r.winner in measured
+        and measured[far] < measured[r.winner]
+    )
 
 
 def _turn(view: _View, head: str) -> str:
@@ -312,15 +330,19 @@ def _decide(view: _View) -> tuple[str, tuple[str, ...]]:
     home = view.candidates[0].placement
     at_home = [n for n in measured if view.place(n) == home]
     if at_home and view.place(winner) != home:
+        # Another placement's frames ran in other frames than the home's, under another load:
+        # unpaired, so they never decide alone. Paired cross-placement re-checks do, from the
+        # next frames on (see _cross_due).
         home_best = min(at_home, key=lambda n: measured[n])
-        if measured[winner] > (1 - PLACEMENT_MARGIN) * measured[home_best]:
-            events.append(
-                f"{winner} measured {1e3 * measured[winner]:.1f} ms on another placement, "
-                f"less than {PLACEMENT_MARGIN:.0%} faster than {home_best} "
-                f"{1e3 * measured[home_best]:.1f} ms: staying on {home_best}'s placement "
-                "(paired cross-placement re-checks decide from here)"
-            )
-            winner = home_best
+        faster = measured[winner] <= (1 - PLACEMENT_MARGIN) * measured[home_best]
+        events.append(
+            f"{winner} measured {1e3 * measured[winner]:.1f} ms on another placement, "
+            + ("" if faster else f"less than {PLACEMENT_MARGIN:.0%} faster than ")
+            + f"{home_best} {1e3 * measured[home_best]:.1f} ms"
+            + (" (in other frames, under other load)" if faster else "")
+            + f": staying on {home_best}'s placement (paired cross-placement re-checks decide from here)"
+        )
+        winner = home_best
     ranking = ", ".join(f"{n} {1e3 * t:.1f} ms" for n, t in sorted(measured.items(), key=lambda x: x[1]))
     events.append(f"explored {len(measured)} schedules ({ranking}); running {winner}")
     if not view.by_name[winner].is_planner:
