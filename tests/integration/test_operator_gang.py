@@ -13,6 +13,7 @@ webhook) costs the gang no restart: its successor creates the missing rank.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,12 +101,41 @@ def _pod_creates(op: OperatorProcess) -> float:
     return 0.0
 
 
+def _quiet_pod_creates(op: OperatorProcess, kubectl: Kubectl, namespace: str) -> float:
+    """The pod create counter once no HyperFrameJob outside ``namespace`` exists and the counter
+    has not moved for 3 s (nothing else the operator could still create pods for)."""
+    wait(
+        op,
+        lambda: [
+            f"{j['metadata']['namespace']}/{j['metadata']['name']}"
+            for j in kubectl.json("get", "hyperframejobs", "-A")["items"]
+            if j["metadata"]["namespace"] != namespace
+        ],
+        lambda others: not others,
+        what="no job of an earlier test left (their namespaces deleted)",
+        timeout_s=300,
+    )
+    last = (_pod_creates(op), time.monotonic())
+
+    def settled() -> tuple[float, float]:
+        nonlocal last
+        now = _pod_creates(op)
+        if now != last[0]:
+            last = (now, time.monotonic())
+        return last
+
+    wait(op, settled, lambda seen: time.monotonic() - seen[1] >= 3.0, what="the pod create counter still")
+    return last[0]
+
+
 def test_a_gang_is_dry_run_once_per_role_then_created(
     operator: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:
-    """A 4-pod gang costs 2 dry runs (rank 0 and one worker) and 4 creates. The first test of the
-    module, so no other job of it is still creating pods."""
-    before = _pod_creates(operator)
+    """A 4-pod gang costs 2 dry runs (rank 0 and one worker) and 4 creates. The counter is the
+    operator's, for every job it sees: in a session cluster an earlier module's jobs (their
+    namespaces still being deleted) are reconciled by this module's fresh operator too, so the
+    count starts once no other job is left and the counter has stood still."""
+    before = _quiet_pod_creates(operator, kubectl, namespace)
     kubectl.apply([gpu_job("per-role", namespace, nodes=4)])
     wait(
         operator,
