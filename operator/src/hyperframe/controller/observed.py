@@ -173,40 +173,43 @@ def observe_pod(body: Mapping[str, Any]) -> ObservedPod | None:
     )
 
 
-def _disruption(status: Mapping[str, Any]) -> Disruption | None:
+def _condition(
+    status: Mapping[str, Any], type_: str, value: str, reason: str | None = None
+) -> Mapping[str, Any] | None:
+    """The object's first condition of ``type_`` whose status is ``value`` (and reason ``reason``,
+    when given), or None."""
     for cond in status.get("conditions") or ():
         if (
             isinstance(cond, Mapping)
-            and cond.get("type") == _DISRUPTION_CONDITION
-            and cond.get("status") == "True"
+            and cond.get("type") == type_
+            and cond.get("status") == value
+            and (reason is None or cond.get("reason") == reason)
         ):
-            return Disruption(reason=str(cond.get("reason") or ""), message=str(cond.get("message") or ""))
+            return cond
     return None
+
+
+def _disruption(status: Mapping[str, Any]) -> Disruption | None:
+    cond = _condition(status, _DISRUPTION_CONDITION, "True")
+    if cond is None:
+        return None
+    return Disruption(reason=str(cond.get("reason") or ""), message=str(cond.get("message") or ""))
 
 
 def _unschedulable(status: Mapping[str, Any]) -> Unschedulable | None:
-    for cond in status.get("conditions") or ():
-        if (
-            isinstance(cond, Mapping)
-            and cond.get("type") == "PodScheduled"
-            and cond.get("status") == "False"
-            and cond.get("reason") == "Unschedulable"
-        ):
-            return Unschedulable(
-                since=parse_time(cond.get("lastTransitionTime")), message=str(cond.get("message") or "")
-            )
-    return None
+    cond = _condition(status, "PodScheduled", "False", "Unschedulable")
+    if cond is None:
+        return None
+    return Unschedulable(
+        since=parse_time(cond.get("lastTransitionTime")), message=str(cond.get("message") or "")
+    )
 
 
 def _kueue_stopped(status: Mapping[str, Any]) -> str | None:
-    for cond in status.get("conditions") or ():
-        if (
-            isinstance(cond, Mapping)
-            and cond.get("type") == _KUEUE_STOP_CONDITION
-            and cond.get("status") == "True"
-        ):
-            return f"{cond.get('reason') or 'Stopped'}: {cond.get('message') or 'stopped by Kueue'}"
-    return None
+    cond = _condition(status, _KUEUE_STOP_CONDITION, "True")
+    if cond is None:
+        return None
+    return f"{cond.get('reason') or 'Stopped'}: {cond.get('message') or 'stopped by Kueue'}"
 
 
 def _queue_gated(spec: Mapping[str, Any], labels: Mapping[str, Any]) -> str | None:

@@ -273,14 +273,13 @@ def _active(
         return
 
     record = d.status.gang_creation
+    recorded = record.ranks if record is not None and record.generation == generation else ()
     failures = find_failures(
         current,
         num_nodes=job.num_nodes,
         gates=gates,
         dead_node_pods={p.name for p in current if p.name in dead},
-        being_created=frozenset(
-            record.ranks if record is not None and record.generation == generation else ()
-        ),
+        being_created=frozenset(recorded),
         departed={p.rank: p for p in departed if p.generation == generation},
         gate_nodes=gate_nodes(d.status.smoke_test, generation),
         cordoned={n.name for n in nodes.values() if n.cordoned},
@@ -308,8 +307,7 @@ def _active(
     if d.create:
         # Recorded before the creates (the status write precedes them): an operator that stops
         # between two creates leaves ranks its successor creates, not a gang it restarts.
-        earlier = record.ranks if record is not None and record.generation == generation else ()
-        ranks = tuple(sorted({*earlier, *d.create}))
+        ranks = tuple(sorted({*recorded, *d.create}))
         d.status = d.status.replace(gang_creation=GangCreation(generation=generation, ranks=ranks))
     elif len(current) == job.num_nodes:
         d.gang_seen_whole = True
